@@ -1,0 +1,42 @@
+"""The Backend protocol: what every way of running or compiling a kernel provides."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from hypothesis import strategies as st
+
+from pallas_verify.case import Case, Outcome
+
+__all__ = ["Backend"]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """One way to run or compile a ``pallas_call``.
+
+    Attributes:
+      name: registry name, e.g. ``"tpu_interpret"`` or ``"mosaic_tpu:v5e"``.
+      platforms: kernel platforms it serves (``"tpu"``, ``"gpu"``).
+      executes: True when ``run`` produces outputs (interpreters, real chips); False
+        for compile-only backends on this machine.
+      isolate: True when cases must run in a worker process (compilers that may abort).
+    """
+
+    name: str
+    platforms: frozenset[str]
+    executes: bool
+    isolate: bool
+
+    def available(self) -> str | None:
+        """None when usable here, else the reason (printed as the skip reason)."""
+        ...
+
+    def modes(self) -> st.SearchStrategy[Mapping[str, Any]]:
+        """The knobs drawn per example (``st.just({})`` when there are none)."""
+        ...
+
+    def run(self, case: Case) -> Outcome:
+        """Run or compile the case; never raises for a kernel's own failure."""
+        ...
