@@ -8,7 +8,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Case", "ErrorInfo", "Outcome"]
+__all__ = ["UNSUPPORTED", "Case", "ErrorInfo", "Outcome"]
+
+# ErrorInfo.type of an outcome whose backend cannot take this kernel at all (e.g. TPU
+# compiler params on a GPU compiler): an unsupported cell, not a finding.
+UNSUPPORTED = "Unsupported"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

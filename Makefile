@@ -1,0 +1,40 @@
+# pallas-verify: `make demo` and `make test` bootstrap .venv themselves.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTHON312 := $(shell command -v python3.12 2>/dev/null || { test -x /root/.pyenv/versions/3.12.1/bin/python3 && echo /root/.pyenv/versions/3.12.1/bin/python3; })
+PYTEST_WORKERS ?= auto
+
+.PHONY: demo test test-fast bench lint clean
+
+$(STAMP): pyproject.toml
+	@if [ ! -x $(PY) ]; then \
+	  if [ -z "$(PYTHON312)" ]; then \
+	    echo "error: Python 3.12 not found: install python3.12 on PATH (or at /root/.pyenv/versions/3.12.1/bin/python3)" >&2; exit 1; \
+	  fi; \
+	  $(PYTHON312) -m venv $(VENV); \
+	fi
+	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 12))' || { echo "error: $(VENV) is not Python >= 3.12; run 'make clean' and retry" >&2; exit 1; }
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[tpu,gpu,dev]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/pallas-verify backends
+	$(VENV)/bin/pallas-verify demo
+
+test: $(STAMP)
+	$(PY) tests/run_suite.py -n $(PYTEST_WORKERS)
+
+test-fast: $(STAMP)
+	$(PY) tests/run_suite.py -n $(PYTEST_WORKERS) -m "not slow"
+
+bench: $(STAMP)
+	$(PY) -m benchmarks.run
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check pallas_verify strategies reference_kernels tests benchmarks
+
+clean:
+	rm -rf $(VENV) pv-out .hypothesis

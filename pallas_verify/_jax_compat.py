@@ -1,0 +1,139 @@
+"""The one place that touches ``jax._src``: forced interpreter modes and their state.
+
+Everything here is specific to JAX 0.12 (see PALLAS_ON_CPU.md); when JAX changes, this
+module is the only one to update.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from pallas_verify.case import ErrorInfo
+
+__all__ = [
+    "RACE_LOGGERS",
+    "upstream_limitation",
+    "capture_logs",
+    "error_info",
+    "force_interpret",
+    "reset_interpreters",
+]
+
+# Loggers that report races with on_race="warn" (TPU and GPU interpret modes), and the
+# one that logs every failed interpreter callback at ERROR.
+RACE_LOGGERS = (
+    "jax._src.pallas.mosaic.interpret.race_detection_state",
+    "jax._src.pallas.mosaic_gpu.interpret.race_detection_state",
+)
+_CALLBACK_LOGGER = "jax._src.callback"
+
+
+@contextlib.contextmanager
+def force_interpret(params: Any) -> Iterator[None]:
+    """Trace every ``pallas_call`` inside with ``interpret=params``.
+
+    ``params`` may be ``True`` (HLO interpreter), a ``pltpu.InterpretParams`` (TPU
+    interpret mode) or a ``plgpu.InterpretGPUParams`` (GPU interpret mode): pallas_call
+    uses ``that value or interpret``, so one config value serves all three.
+    """
+    from jax._src import config
+
+    prev = config.pallas_tpu_interpret_mode_context_manager.swap_local(params)
+    try:
+        yield
+    finally:
+        config.pallas_tpu_interpret_mode_context_manager.set_local(prev)
+
+
+def reset_interpreters() -> None:
+    """Clear interpreter state left behind by a failed run, so the next run is clean."""
+    import jax
+    from jax._src.pallas.mosaic_gpu.interpret import interpret_pallas_call as gi
+    from jax.experimental.pallas import tpu as pltpu
+
+    with contextlib.suppress(Exception):
+        jax.effects_barrier()
+    pltpu.reset_tpu_interpret_mode_state()
+    gi.reset_gpu_interpret_mode_state()
+
+
+class _Collector(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[tuple[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append((record.name, record.getMessage()))
+
+
+@contextlib.contextmanager
+def capture_logs() -> Iterator[list[tuple[str, str]]]:
+    """Collect (logger, message) from the interpreters' race and callback loggers.
+
+    The loggers stop propagating meanwhile, so a captured race report or callback
+    failure does not also print to the user's terminal.
+    """
+    collector = _Collector()
+    loggers = [logging.getLogger(n) for n in (*RACE_LOGGERS, _CALLBACK_LOGGER)]
+    saved = [(lg.propagate, lg.level) for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(collector)
+        lg.propagate = False
+        lg.setLevel(logging.WARNING)
+    try:
+        yield collector.records
+    finally:
+        for lg, (propagate, level) in zip(loggers, saved, strict=True):
+            lg.removeHandler(collector)
+            lg.propagate, lg.level = propagate, level
+
+
+# An interpreter callback failure is a JaxRuntimeError whose text embeds the real
+# exception: "INTERNAL: CpuCallback error calling callback: Traceback ... \nType: msg".
+_EMBEDDED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)): (.*)$")
+_WRAPPER_TAIL = "\n--------------------\nFor simplicity, JAX has removed"
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    """Reduce ``exc`` to its meaningful type and message, unwrapping callback errors."""
+    import traceback
+
+    text = str(exc)
+    tb = "".join(traceback.format_exception(exc))
+    if "CpuCallback error" in text or "callback" in text.lower() and "Traceback" in text:
+        embedded = _embedded_error(text)
+        if embedded is not None:
+            return ErrorInfo(type=embedded[0], message=embedded[1], traceback=tb)
+    return ErrorInfo(type=type(exc).__name__, message=text.split(_WRAPPER_TAIL)[0].strip(), traceback=tb)
+
+
+def _embedded_error(text: str) -> tuple[str, str] | None:
+    text = text.split(_WRAPPER_TAIL)[0]
+    lines = text.splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        match = _EMBEDDED.match(lines[i])
+        if match:
+            rest = "\n".join([match.group(2), *lines[i + 1 :]]).strip()
+            return match.group(1).rsplit(".", 1)[-1], rest
+    return None
+
+
+# Upstream interpreter limitations, recognised by where the error was raised -> the
+# reason a kernel cannot run there (an "unsupported" result, not a finding).
+_LIMITATIONS = (
+    ("has_trivial_window()", "GPU interpret mode runs pl.pallas_call only with whole-array blocks "
+     "(JAX 0.12 asserts BlockMapping.has_trivial_window); use plgpu.kernel, or run this kernel on "
+     "interpret/tpu_interpret"),
+)
+
+
+def upstream_limitation(error: ErrorInfo) -> str | None:
+    """The reason an error is a known limitation of an upstream interpreter, else None."""
+    for marker, reason in _LIMITATIONS:
+        if marker in error.traceback:
+            return reason
+    return None

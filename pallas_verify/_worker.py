@@ -1,0 +1,41 @@
+"""Entry point of a worker process: ``python -m pallas_verify._worker READ_FD WRITE_FD``."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from multiprocessing.connection import Connection
+
+from pallas_verify.case import Case, ErrorInfo, Outcome
+
+
+def _serve(read_fd: int, write_fd: int) -> None:
+    from pallas_verify.backends import registry
+    from pallas_verify.loader import load_spec
+
+    inbox = Connection(read_fd, writable=False)
+    outbox = Connection(write_fd, readable=False)
+    specs: dict[str, object] = {}
+    while True:
+        try:
+            request = inbox.recv()
+        except EOFError:
+            return
+        try:
+            spec = specs.get(request["spec"]) or specs.setdefault(request["spec"], load_spec(request["spec"]))
+            case = Case(
+                spec=spec,
+                config=request["config"],
+                inputs=request["inputs"],
+                backend=request["backend"],
+                mode=request["mode"],
+                transform=request["transform"],
+            )
+            outcome = registry.get(case.backend).run(case)
+        except Exception as exc:  # a failure to load or run: report it, keep serving
+            outcome = Outcome(error=ErrorInfo(type=type(exc).__name__, message=str(exc), traceback=traceback.format_exc()))
+        outbox.send(outcome)
+
+
+if __name__ == "__main__":
+    _serve(int(sys.argv[1]), int(sys.argv[2]))

@@ -1,0 +1,259 @@
+"""Lowering and compiling one case for one target, in the calling process.
+
+This runs inside an isolation worker: a compiler may abort the whole process (an fp8
+dot compiled for A100 does), so the engine never calls it in its own process.
+
+How an unmodified kernel (one that passes no ``interpret=``) is made to lower for a
+target from the outside: trace it with ``jax.jit(...).trace`` on
+``ShapeDtypeStruct`` arguments placed on a compile-only device, under that device's
+abstract mesh, and lower with ``lowering_platforms=("tpu",)`` or ``("cuda",)``. In jax
+0.12 a ``pallas_call`` without ``compiler_params`` lowers with Mosaic on ``tpu`` and
+with Triton on ``cuda``; ``pltpu.CompilerParams`` select Mosaic TPU and
+``pl.triton.CompilerParams`` select Triton, and each fails on the other platform.
+``plgpu.kernel`` kernels always lower with Mosaic GPU. ``kernel_sites`` reads which
+lowering a kernel asks for, so a mismatch is reported as unsupported instead of as
+the bare ``AssertionError`` or ``ValueError`` jax raises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+import traceback
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from pallas_verify.backends import targets
+from pallas_verify.case import UNSUPPORTED, Case, ErrorInfo, Outcome
+from pallas_verify.errors import PallasVerifyError
+
+__all__ = ["UNSUPPORTED", "compile_case", "execute_case", "kernel_sites", "unsupported_reason"]
+
+# Backend family -> (lowering platform, lowerings it serves).
+_SERVES = {
+    "mosaic_tpu": ("tpu", frozenset({"default", "mosaic_tpu"})),
+    "triton": ("cuda", frozenset({"default", "triton"})),
+    "mosaic_gpu": ("cuda", frozenset({"mosaic_gpu"})),
+}
+_HOW = {
+    "mosaic_tpu": "pltpu.CompilerParams (or no compiler_params) on pl.pallas_call",
+    "triton": "pl.triton.CompilerParams (or no compiler_params) on pl.pallas_call",
+    "mosaic_gpu": "plgpu.kernel",
+}
+_ARCH_IN_PROCESS: dict[str, str] = {}
+
+
+def kernel_sites(closed_jaxpr: Any) -> list[str]:
+    """The lowering each Pallas kernel in a traced function asks for, in order.
+
+    ``"default"`` is a ``pallas_call`` without ``compiler_params``; otherwise one of
+    ``"mosaic_tpu"``, ``"triton"``, ``"mosaic_gpu"``, or ``"unknown:<type>"``.
+    """
+    return [_site(eqn) for eqn in _eqns(closed_jaxpr.jaxpr) if _is_kernel(eqn)]
+
+
+def unsupported_reason(family: str, sites: list[str]) -> str | None:
+    """Why ``family`` cannot compile a function with these kernel sites, or None."""
+    _, serves = _SERVES[family]
+    if not sites:
+        return f"{family} compiles Pallas kernels; the function calls none (no pallas_call or plgpu.kernel)."
+    for site in sites:
+        if site not in serves:
+            asked = _HOW.get(site, site)
+            return (f"the kernel uses {asked}, which selects the {site} lowering; {family} "
+                    f"compiles kernels written with {_HOW[family]}.")
+    return None
+
+
+def compile_case(case: Case, *, family: str, target: str) -> tuple[Outcome, Any]:
+    """Lower and compile ``case`` for ``target``; (outcome, compiled executable or None).
+
+    Warnings raised while compiling (e.g. Triton's deprecation) become diagnostics.
+    """
+    start = time.perf_counter()
+    platform, _ = _SERVES[family]
+    mesh, abstract_mesh = _mesh(family, target)
+    args = _abstract_args(case.inputs, mesh)
+    fn = functools.partial(case.spec.kernel, **case.config)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with _use(abstract_mesh):
+                traced = _jax().jit(fn).trace(*args)
+                reason = unsupported_reason(family, kernel_sites(traced.jaxpr))
+                if reason is not None:
+                    return _failed(ErrorInfo(type=UNSUPPORTED, message=reason), start), None
+                _pin_mosaic_gpu_arch(family, target)
+                lowered = traced.lower(lowering_platforms=(platform,))
+            compiled = lowered.compile()
+        except PallasVerifyError:
+            raise
+        except Exception as error:  # the kernel's own failure is the outcome
+            notes = _warning_text(caught)
+            return _failed(_error_info(error), start, diagnostics=f"{error}{notes}"), None
+    notes = _warning_text(caught)
+    seconds = time.perf_counter() - start
+    return Outcome(compiled_only=True, seconds=seconds, diagnostics=f"compiled for {family}:{target}{notes}"), compiled
+
+
+def execute_case(case: Case, *, family: str, device: Any) -> Outcome:
+    """Run ``case`` on a real device of ``family``'s platform and return its outputs."""
+    jax = _jax()
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outcome = _execute(case, family, device, jax)
+    return dataclasses.replace(outcome, seconds=time.perf_counter() - start,
+                               diagnostics=outcome.diagnostics + _warning_text(caught))
+
+
+def _execute(case: Case, family: str, device: Any, jax: Any) -> Outcome:
+    start = time.perf_counter()
+    try:
+        inputs = [jax.device_put(x, device) for x in case.inputs]
+        jitted = jax.jit(functools.partial(case.spec.kernel, **case.config))
+        reason = unsupported_reason(family, kernel_sites(jitted.trace(*inputs).jaxpr))
+        if reason is not None:
+            return _failed(ErrorInfo(type=UNSUPPORTED, message=reason), start)
+        outputs = tuple(np.asarray(leaf) for leaf in jax.tree.leaves(jitted(*inputs)))
+    except Exception as error:  # the kernel's own failure is the outcome
+        return _failed(_error_info(error), start, diagnostics=str(error))
+    return Outcome(outputs=outputs, seconds=time.perf_counter() - start)
+
+
+def trim_message(text: str) -> str:
+    """The compiler's message without jax's boilerplate: its first two paragraphs."""
+    skip = ("Please report a bug", "See https://", "See details at")
+    paragraphs = [p.strip() for p in text.split("\n\n") if p.strip()]
+    kept = [p for p in paragraphs if not p.startswith(skip)][:2]
+    message = "\n\n".join(kept) or text.strip()
+    return message if len(message) <= 1200 else message[:1200] + " ..."
+
+
+def _warning_text(caught: list[warnings.WarningMessage]) -> str:
+    return "".join(f"\n{w.category.__name__}: {w.message}" for w in caught)
+
+
+def _error_info(error: BaseException) -> ErrorInfo:
+    tb = "".join(traceback.format_exception(error, limit=-4))
+    return ErrorInfo(type=type(error).__name__, message=trim_message(str(error)), traceback=tb)
+
+
+def _failed(error: ErrorInfo, start: float, *, diagnostics: str = "") -> Outcome:
+    return Outcome(error=error, seconds=time.perf_counter() - start, diagnostics=diagnostics)
+
+
+def _eqns(jaxpr: Any) -> Iterator[Any]:
+    for eqn in jaxpr.eqns:
+        yield eqn
+        if _is_kernel(eqn):
+            continue
+        for value in eqn.params.values():
+            for item in value if isinstance(value, (tuple, list)) else (value,):
+                inner = getattr(item, "jaxpr", item)
+                if hasattr(inner, "eqns"):
+                    yield from _eqns(inner)
+
+
+def _is_kernel(eqn: Any) -> bool:
+    return eqn.primitive.name == "pallas_call" or "meshes" in eqn.params or eqn.primitive.name == "core_map"
+
+
+def _site(eqn: Any) -> str:
+    from jax.experimental.pallas import mosaic_gpu as plgpu
+    from jax.experimental.pallas import tpu as pltpu
+    from jax.experimental.pallas import triton as pltriton
+
+    meshes = eqn.params.get("meshes") or (eqn.params.get("mesh"),)
+    if any(isinstance(m, (plgpu.Mesh, plgpu.WarpMesh)) for m in meshes):
+        return "mosaic_gpu"
+    if any(isinstance(m, pltpu.TensorCoreMesh) for m in meshes):
+        return "mosaic_tpu"
+    params = eqn.params.get("compiler_params")
+    kinds = ((pltpu.CompilerParams, "mosaic_tpu"), (pltriton.CompilerParams, "triton"),
+             (plgpu.CompilerParams, "mosaic_gpu"))
+    if params is None:
+        return "default"
+    return next((name for cls, name in kinds if isinstance(params, cls)), f"unknown:{type(params).__name__}")
+
+
+def _pin_mosaic_gpu_arch(family: str, target: str) -> None:
+    """Mosaic GPU fixes ptxas's architecture at its first compile in a process."""
+    if family != "mosaic_gpu":
+        return
+    first = _ARCH_IN_PROCESS.setdefault(family, target)
+    if first != target:
+        raise PallasVerifyError(
+            f"mosaic_gpu:{target} cannot compile in a process that already compiled for "
+            f"mosaic_gpu:{first}: Mosaic GPU keeps the first GPU architecture for the whole "
+            "process. Run each mosaic_gpu backend in its own worker process."
+        )
+
+
+@functools.cache
+def _mesh(family: str, target: str) -> tuple[Any, Any]:
+    """A one-device Mesh of the target's compile-only device, and the abstract mesh to lower under."""
+    jax = _jax()
+    from jax.experimental import topologies
+
+    if family == "mosaic_tpu":
+        chip = next(c for c in targets.TPU_CHIPS if c.name == target)
+        targets.apply_jax_env_defaults(libtpu_only=True)
+        device = topologies.get_topology_desc(chip.topology, platform="tpu").devices[0]
+    else:
+        gpu = next(g for g in targets.GPU_TARGETS if g.name == target)
+        config = targets.gpu_target_config(gpu)
+        device = topologies.get_topology_desc(platform="cuda", target_config=config, topology="1x1x1").devices[0]
+    mesh = jax.sharding.Mesh(np.array([device]), ("x",))
+    return mesh, _abstract_mesh(mesh, device)
+
+
+def _abstract_mesh(mesh: Any, device: Any) -> Any:
+    """The mesh's abstract mesh; for a GPU, with the compute capability Mosaic GPU reads.
+
+    Mosaic GPU takes the architecture from the abstract device and falls back to
+    sm_90 when it has no ``compute_capability``, which would compile every GPU as H100.
+    """
+    abstract = mesh.abstract_mesh
+    capability = getattr(device, "compute_capability", None)
+    if capability is None:
+        return abstract
+    base = abstract.abstract_device
+    with_cc = _gpu_abstract_device_class()(
+        device_kind=base.device_kind, num_cores=base.num_cores, platform=base.platform,
+        compute_capability=capability,
+    )
+    return _jax().sharding.AbstractMesh(
+        abstract.axis_sizes, abstract.axis_names, axis_types=abstract.axis_types, abstract_device=with_cc
+    )
+
+
+@functools.cache
+def _gpu_abstract_device_class() -> type:
+    from jax.sharding import AbstractDevice
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class GpuAbstractDevice(AbstractDevice):
+        compute_capability: str
+
+    return GpuAbstractDevice
+
+
+def _abstract_args(inputs: tuple[np.ndarray, ...], mesh: Any) -> list[Any]:
+    jax = _jax()
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    return [jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype, sharding=sharding) for x in inputs]
+
+
+def _use(abstract_mesh: Any) -> Any:
+    return _jax().sharding.use_abstract_mesh(abstract_mesh)
+
+
+def _jax() -> Any:
+    import jax
+
+    return jax

@@ -1,0 +1,188 @@
+"""Backends that compile for real chips: ``mosaic_tpu:<chip>``, ``triton:<gpu>``, ``mosaic_gpu:<gpu>``.
+
+Without the hardware they compile only, through libtpu's compile-only devices (extra
+``tpu``) and the CUDA plugin's deviceless compiles (extra ``gpu``); when jax sees a
+real chip of the target's kind they run the kernel on it. A compiler may abort the
+process, so every backend here sets ``isolate = True`` and ``run`` is called inside a
+worker process. Compiles are cached per (kernel, config, input shapes, backend) within
+the process, so shrinking does not recompile.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import importlib.util
+import shutil
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from pallas_verify.backends import targets
+from pallas_verify.backends._compile_worker import UNSUPPORTED, compile_case, execute_case
+from pallas_verify.case import Case, ErrorInfo, Outcome
+
+__all__ = [
+    "COMPILE_CACHE",
+    "FAMILIES",
+    "UNSUPPORTED",
+    "CompileCache",
+    "CompiledBackend",
+    "attached_targets",
+    "compile_backends",
+]
+
+# Backend family -> (kernel platform, the extra that provides it).
+FAMILIES: Mapping[str, tuple[str, str]] = {
+    "mosaic_tpu": ("tpu", "tpu"),
+    "triton": ("gpu", "gpu"),
+    "mosaic_gpu": ("gpu", "gpu"),
+}
+
+
+@dataclasses.dataclass(kw_only=True)
+class CompileCache:
+    """Outcomes of compiles in this process, least recently used evicted first.
+
+    Attributes:
+      maxsize: entries kept; default 512.
+      hits: lookups answered from the cache.
+      misses: lookups that compiled.
+    """
+
+    maxsize: int = 512
+    hits: int = 0
+    misses: int = 0
+    _entries: collections.OrderedDict[Any, Outcome] = dataclasses.field(
+        default_factory=collections.OrderedDict, repr=False
+    )
+
+    def get(self, key: Any) -> Outcome | None:
+        outcome = self._entries.get(key)
+        if outcome is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._entries.move_to_end(key)
+        return outcome
+
+    def put(self, key: Any, outcome: Outcome) -> None:
+        self._entries[key] = outcome
+        while len(self._entries) > self.maxsize:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.hits = self.misses = 0
+
+
+COMPILE_CACHE = CompileCache()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CompiledBackend:
+    """One compile target: a family (``mosaic_tpu``, ``triton``, ``mosaic_gpu``) and a chip.
+
+    Attributes:
+      family: the compiler.
+      target: the chip or GPU name (``"v5e"``, ``"h100"``), see ``targets``.
+    """
+
+    family: str
+    target: str
+    isolate: bool = True
+
+    @property
+    def name(self) -> str:
+        return f"{self.family}:{self.target}"
+
+    @property
+    def platforms(self) -> frozenset[str]:
+        return frozenset({FAMILIES[self.family][0]})
+
+    @property
+    def executes(self) -> bool:
+        """True when jax sees a real device of this target (then ``run`` executes)."""
+        return self.target in attached_targets()
+
+    def available(self) -> str | None:
+        return _missing(self.family)
+
+    def modes(self) -> st.SearchStrategy[Mapping[str, Any]]:
+        return st.just({})
+
+    def run(self, case: Case) -> Outcome:
+        if case.transform is not None:
+            return Outcome(error=ErrorInfo(
+                type=UNSUPPORTED,
+                message=f"{self.name} checks the bare kernel; transform={case.transform!r} "
+                "is checked on the interpreters.",
+            ))
+        if self.executes:
+            return execute_case(case, family=self.family, device=_attached_device(self.target))
+        return self._compile_cached(case)
+
+    def _compile_cached(self, case: Case) -> Outcome:
+        start = time.perf_counter()
+        key = _cache_key(self.name, case)
+        cached = COMPILE_CACHE.get(key)
+        if cached is not None:
+            return dataclasses.replace(cached, seconds=time.perf_counter() - start)
+        outcome, _ = compile_case(case, family=self.family, target=self.target)
+        COMPILE_CACHE.put(key, outcome)
+        return outcome
+
+
+def compile_backends() -> list[CompiledBackend]:
+    """All compile backends: every TPU chip for Mosaic TPU, every GPU for Triton and Mosaic GPU."""
+    tpu = [CompiledBackend(family="mosaic_tpu", target=c.name) for c in targets.TPU_CHIPS]
+    gpu = [CompiledBackend(family=f, target=g.name) for f in targets.GPU_FAMILIES for g in targets.GPU_TARGETS]
+    return tpu + gpu
+
+
+@functools.cache
+def attached_targets() -> frozenset[str]:
+    """Target names of the real devices jax sees in this process (empty on a CPU-only host)."""
+    import jax
+
+    return targets.targets_of((d.platform, d.device_kind) for d in jax.devices())
+
+
+def _attached_device(target: str) -> Any:
+    import jax
+
+    return next(d for d in jax.devices() if targets.target_of(d.platform, d.device_kind) == target)
+
+
+def _cache_key(backend: str, case: Case) -> tuple[Any, ...]:
+    shapes = tuple((tuple(x.shape), str(x.dtype)) for x in case.inputs)
+    config = repr(sorted(case.config.items()))
+    kernel = case.spec.kernel
+    try:
+        hash(kernel)
+    except TypeError:
+        kernel = id(kernel)
+    return backend, case.spec.name, kernel, config, shapes
+
+
+def _missing(family: str) -> str | None:
+    """Why this family cannot run here, or None. Looks for files only: no import of jax."""
+    if family == "mosaic_tpu":
+        if importlib.util.find_spec("libtpu") is None:
+            return "libtpu is not installed: pip install 'pallas-verify[tpu]'"
+        return None
+    if importlib.util.find_spec("jax_plugins") is None or importlib.util.find_spec("jax_plugins.xla_cuda12") is None:
+        return "the CUDA plugin is not installed: pip install 'pallas-verify[gpu]'"
+    if family == "mosaic_gpu" and _ptxas() is None:
+        return ("ptxas was not found on PATH nor in /usr/local/cuda/bin: Mosaic GPU assembles "
+                "with the CUDA toolkit's ptxas; install the CUDA toolkit and put ptxas on PATH")
+    return None
+
+
+def _ptxas() -> str | None:
+    default = Path("/usr/local/cuda/bin/ptxas")
+    return shutil.which("ptxas") or (str(default) if default.exists() else None)

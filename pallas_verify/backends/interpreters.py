@@ -1,0 +1,116 @@
+"""The three interpreters: HLO (``interpret=True``), TPU interpret mode, GPU interpret mode."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+from hypothesis import strategies as st
+
+from pallas_verify import _jax_compat
+from pallas_verify.backends.execute import execute
+from pallas_verify.case import UNSUPPORTED, Case, ErrorInfo, Outcome
+
+__all__ = ["GpuInterpret", "HloInterpret", "TpuInterpret", "interpreter_backends"]
+
+
+@dataclasses.dataclass(frozen=True)
+class HloInterpret:
+    """The HLO interpreter: a jit'd scan over the grid. Serves every platform."""
+
+    name: str = "interpret"
+    platforms: frozenset[str] = frozenset({"tpu", "gpu"})
+    executes: bool = True
+    isolate: bool = False
+
+    def available(self) -> str | None:
+        return None
+
+    def modes(self) -> st.SearchStrategy[Mapping[str, Any]]:
+        return st.just({})
+
+    def run(self, case: Case) -> Outcome:
+        return execute(case, True)
+
+
+@dataclasses.dataclass(frozen=True)
+class TpuInterpret:
+    """TPU interpret mode: simulated memories, DMAs, semaphores, cores; modes per example."""
+
+    name: str = "tpu_interpret"
+    platforms: frozenset[str] = frozenset({"tpu"})
+    executes: bool = True
+    isolate: bool = False
+
+    def available(self) -> str | None:
+        return None
+
+    def modes(self) -> st.SearchStrategy[Mapping[str, Any]]:
+        from strategies import tpu_interpret_modes
+
+        return tpu_interpret_modes()
+
+    def run(self, case: Case) -> Outcome:
+        from jax.experimental.pallas import tpu as pltpu
+
+        params = pltpu.InterpretParams(**{"on_race": "warn", **case.mode})
+        return execute(case, params)
+
+    def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+        """Metamorphic reruns: (finding kind, knob, mode) with one knob changed.
+
+        A correct kernel gives bitwise-identical outputs under each. The reruns skip race
+        detection (the base run already did it) since it dominates their cost. Every TPU
+        interpret knob is applied at trace time, so each rerun retraces; jax's cache makes a
+        repeated (config, mode) free.
+        """
+        quiet = {**mode, "detect_races": False}
+        other = {knob: _other_choice(knob, mode) for knob in ("uninitialized_memory", "dma_execution_mode")}
+        seed = (mode.get("random_seed") or 0) + 1
+        cores = 1 if mode.get("num_cores_or_threads", 1) > 1 else 2
+        return [
+            ("uninitialized_read", "uninitialized_memory", {**quiet, "uninitialized_memory": other["uninitialized_memory"]}),
+            ("dma_ordering", "dma_execution_mode", {**quiet, "dma_execution_mode": other["dma_execution_mode"]}),
+            ("grid_order", "random_seed", {**quiet, "random_seed": seed, "num_cores_or_threads": cores}),
+        ]
+
+
+def _other_choice(knob: str, mode: Mapping[str, Any]) -> str:
+    """The next value of an InterpretParams Literal field after the one in ``mode``."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    field = next(f for f in dataclasses.fields(pltpu.InterpretParams) if f.name == knob)
+    choices = typing.get_args(field.type)
+    current = mode.get(knob, field.default)
+    return choices[(choices.index(current) + 1) % len(choices)]
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuInterpret:
+    """GPU interpret mode (``plgpu.kernel``-style kernels), with race detection on."""
+
+    name: str = "gpu_interpret"
+    platforms: frozenset[str] = frozenset({"gpu"})
+    executes: bool = True
+    isolate: bool = False
+
+    def available(self) -> str | None:
+        return None
+
+    def modes(self) -> st.SearchStrategy[Mapping[str, Any]]:
+        return st.just({"detect_races": True})
+
+    def run(self, case: Case) -> Outcome:
+        from jax.experimental.pallas import mosaic_gpu as plgpu
+
+        outcome = execute(case, plgpu.InterpretGPUParams(**case.mode))
+        reason = outcome.error and _jax_compat.upstream_limitation(outcome.error)
+        if reason:
+            return dataclasses.replace(outcome, error=ErrorInfo(type=UNSUPPORTED, message=reason))
+        return outcome
+
+
+def interpreter_backends() -> list[Any]:
+    return [HloInterpret(), TpuInterpret(), GpuInterpret()]

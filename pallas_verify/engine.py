@@ -1,0 +1,259 @@
+"""The Hypothesis loop: draw a config, inputs and a mode; run; check; shrink; report.
+
+``verify`` runs one search per backend, after a cheap static search of the grid:
+
+1. ``static``: draws configs and inputs and checks every ``pallas_call``'s grid without
+   running anything (races across "parallel" axes, unwritten output blocks, revisits).
+2. One search per backend, cheapest first. Each example runs the reference (cached per
+   example, so every backend's search reuses it: Hypothesis draws the same configs and
+   inputs first in each), the backend, and its oracles.
+
+A search per backend, rather than one over all backends, keeps each backend's verdict
+honest: a backend that fails on every example would otherwise stop the search before the
+others were judged, and shrinking one backend's bug would be steered by another's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import hypothesis
+import numpy as np
+from hypothesis import strategies as st
+
+from pallas_verify.backends import registry
+from pallas_verify.backends.base import Backend
+from pallas_verify.errors import InvalidArgument, InvalidSpec
+from pallas_verify.findings import Finding
+from pallas_verify.profiles import profile_settings
+from pallas_verify.report import BackendResult, Report
+from pallas_verify.runner import Runner, Unsupported, example_key
+from pallas_verify.spec import KernelSpec
+
+__all__ = ["verify"]
+
+
+class _Found(Exception):
+    """Raised inside a search when an example shows findings (Hypothesis shrinks it)."""
+
+    def __init__(self, findings: list[Finding], example: dict[str, Any]) -> None:
+        super().__init__(findings[0].message)
+        self.findings, self.example = findings, example
+
+
+_ORIGINS: dict[str, type[_Found]] = {}
+
+
+def _found_type(kind: str) -> type[_Found]:
+    """One exception type per finding kind: Hypothesis shrinks each kind separately."""
+    if kind not in _ORIGINS:
+        _ORIGINS[kind] = type(f"Found_{kind}", (_Found,), {})
+    return _ORIGINS[kind]
+
+
+class _BadSpec(Exception):
+    """A spec's strategies misbehaved: the spec is invalid, not the kernel."""
+
+
+@dataclasses.dataclass
+class _Search:
+    """State of one search: one backend (or the static check) for one spec."""
+
+    spec: KernelSpec
+    backend: Backend | None
+    runner: Runner
+    shrink_budget_s: float
+    started: float = dataclasses.field(default_factory=time.perf_counter)
+    examples: int = 0
+    first_seen: dict[str, float] = dataclasses.field(default_factory=dict)
+    first_failure: float | None = None
+    seen: dict[str, _Found] = dataclasses.field(default_factory=dict)
+    unsupported: str | None = None
+
+    def example(self, data: st.DataObject) -> None:
+        config = _draw(data, self.spec.configs, "configs", dict)
+        inputs = tuple(np.asarray(x) for x in _draw(data, self.spec.inputs(config), "inputs", tuple))
+        mode = data.draw(self.backend.modes(), label="mode") if self.backend else {}
+        key = example_key(config, inputs) + repr(mode)
+        if key in self.seen:  # Hypothesis replays the minimal example: no need to rerun it
+            raise self.seen[key]
+        if self._shrink_over_budget() or self.unsupported:
+            return  # stop shrinking (or searching): every new candidate is uninteresting
+        self.examples += 1
+        try:
+            findings = self._findings(config, inputs, mode)
+        except Unsupported as exc:
+            self.unsupported = str(exc)
+            return
+        if findings:
+            now = time.perf_counter() - self.started
+            self.first_failure = self.first_failure or time.perf_counter()
+            for f in findings:
+                self.first_seen.setdefault(f.kind, now)
+            found = _found_type(findings[0].kind)(findings, {"config": config, "inputs": inputs, "mode": mode})
+            self.seen[key] = found
+            raise found
+
+    def _findings(self, config: dict[str, Any], inputs: tuple[np.ndarray, ...], mode: Any) -> list[Finding]:
+        if self.backend is None:
+            return self.runner.static_findings(config, inputs)
+        return self.runner.check(config, inputs, self.backend, mode)
+
+    def _shrink_over_budget(self) -> bool:
+        return self.first_failure is not None and time.perf_counter() - self.first_failure > self.shrink_budget_s
+
+
+def _draw(data: st.DataObject, strategy: Any, field: str, kind: type) -> Any:
+    if not isinstance(strategy, st.SearchStrategy):
+        raise _BadSpec(f"KernelSpec.{field} must give a Hypothesis SearchStrategy; got {strategy!r}.")
+    value = data.draw(strategy, label=field)
+    if not isinstance(value, kind):
+        raise _BadSpec(f"KernelSpec.{field} must draw a {kind.__name__}; it drew {value!r}.")
+    return value
+
+
+def verify(
+    spec: KernelSpec,
+    backends: Sequence[str] | str | None = None,
+    max_examples: int | None = None,
+    seed: int | None = None,
+    *,
+    profile: str = "dev",
+    out_dir: str | Path = "pv-out",
+    timeout_s: float = 120.0,
+    isolate: str = "auto",
+    shrink_budget_s: float = 60.0,
+    database: Any = None,
+    static: bool = True,
+) -> Report:
+    """Search ``spec``'s configs and inputs for findings on ``backends`` (None: all).
+
+    Returns a Report with, per backend, its result and the findings of its minimal
+    failing examples (one per kind), each with a reproducer under ``out_dir``.
+    """
+    if not isinstance(spec, KernelSpec):
+        raise InvalidSpec(f"spec={spec!r} must be a pallas_verify.KernelSpec.")
+    if max_examples is not None and (isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1):
+        raise InvalidArgument(f"max_examples={max_examples!r} must be a positive integer.")
+    chosen = registry.resolve(backends)
+    started = time.perf_counter()
+    report = Report(backends=[b.name for b in chosen], seed=seed, profile=profile)
+    report.kernels.append({"name": spec.name, "features": list(spec.features), "platforms": list(spec.platforms)})
+    runnable = _plan(spec, chosen, report)
+    options = {"profile": profile, "max_examples": max_examples, "seed": seed, "database": database}
+    with Runner(spec, timeout_s=timeout_s, isolate=isolate) as runner:
+        searches = ([None] if static and runnable else []) + runnable
+        for backend in searches:
+            search = _Search(spec, backend, runner, shrink_budget_s)
+            findings = _run_search(search, **options)
+            findings = _finish(findings, search, runner, Path(out_dir))
+            report.findings.extend(findings)
+            if backend is not None:
+                runner.release(backend.name)
+                report.results.append(_result(spec, backend, findings, search))
+    static_kinds = sorted({f.kind for f in report.findings if f.backend == "static"})
+    if static_kinds:
+        report.results = [_with_static(r, static_kinds) for r in report.results]
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _finish(findings: list[tuple[Finding, dict[str, Any]]], search: _Search, runner: Runner, out_dir: Path) -> list[Finding]:
+    from pallas_verify.reproduce import write_reproducer
+
+    done = []
+    for finding, example in findings:
+        finding = dataclasses.replace(finding, elapsed_s=search.first_seen.get(finding.kind, 0.0))
+        done.append(write_reproducer(finding, example, runner.spec_ref, out_dir))
+    return done
+
+
+def _plan(spec: KernelSpec, chosen: list[Backend], report: Report) -> list[Backend]:
+    """Backends that will run; the rest get a skipped/unsupported result with the reason."""
+    runnable = []
+    for backend in chosen:
+        reason = backend.available()
+        status = "skipped"
+        if reason is None and not (backend.platforms & set(spec.platforms)):
+            reason = f"{backend.name} serves {sorted(backend.platforms)}; the kernel targets {list(spec.platforms)}"
+        if reason is None and spec.unsupported_reason(backend.name):
+            reason, status = spec.unsupported_reason(backend.name), "unsupported"
+        if reason is None:
+            runnable.append(backend)
+        else:
+            report.results.append(BackendResult(kernel=spec.name, backend=backend.name, status=status, reason=reason))
+    return runnable
+
+
+def _run_search(
+    search: _Search, *, profile: str, max_examples: int | None, seed: int | None, database: Any
+) -> list[tuple[Finding, dict[str, Any]]]:
+    overrides: dict[str, Any] = {"database": database} if database is not None else {}
+    if max_examples is not None:
+        overrides["max_examples"] = max_examples
+    if seed is not None:
+        overrides["derandomize"] = False
+
+    @hypothesis.settings(profile_settings(profile), **overrides)
+    @hypothesis.given(st.data())
+    def run(data: st.DataObject) -> None:
+        search.example(data)
+
+    where = search.backend.name if search.backend else "static"
+    run._hypothesis_internal_add_digest = f"{search.spec.name}|{where}".encode()  # type: ignore[attr-defined]
+    if seed is not None:
+        run = hypothesis.seed(seed)(run)
+    try:
+        run()
+    except _BadSpec as exc:
+        raise InvalidSpec(f"KernelSpec {search.spec.name!r}: {exc}") from None
+    except _Found as exc:
+        return _merge([exc])
+    except BaseExceptionGroup as group:
+        leaves = _leaves(group)
+        others = [e for e in leaves if not isinstance(e, _Found)]
+        if others:
+            raise others[0] from group
+        return _merge([e for e in leaves if isinstance(e, _Found)])
+    return []
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
+
+
+def _merge(found: list[_Found]) -> list[tuple[Finding, dict[str, Any]]]:
+    """One finding per kind, each with the minimal example that showed it."""
+    seen: dict[str, tuple[Finding, dict[str, Any]]] = {}
+    for exc in found:
+        for f in exc.findings:
+            seen.setdefault(f.kind, (f, exc.example))
+    return list(seen.values())
+
+
+def _result(spec: KernelSpec, backend: Backend, findings: list[Finding], search: _Search) -> BackendResult:
+    seconds = time.perf_counter() - search.started
+    if search.unsupported:
+        return BackendResult(kernel=spec.name, backend=backend.name, status="unsupported",
+                             reason=search.unsupported, examples=search.examples, seconds=seconds)
+    if findings:
+        return BackendResult(kernel=spec.name, backend=backend.name, status="fail", examples=search.examples,
+                             reason=", ".join(sorted({f.kind for f in findings})), seconds=seconds)
+    reason = "" if backend.executes else "compiled only (no device attached)"
+    return BackendResult(kernel=spec.name, backend=backend.name, status="pass", reason=reason,
+                         examples=search.examples, seconds=seconds)
+
+
+def _with_static(result: BackendResult, kinds: list[str]) -> BackendResult:
+    """A static grid finding is a bug on every backend: their cells fail too."""
+    if result.status not in ("pass", "fail"):
+        return result
+    reasons = sorted(set(filter(None, result.reason.split(", "))) | {f"static {k}" for k in kinds})
+    return dataclasses.replace(result, status="fail", reason=", ".join(reasons))

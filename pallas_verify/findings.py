@@ -1,0 +1,67 @@
+"""Finding kinds (stable strings) and the Finding record."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Literal, get_args
+
+__all__ = ["FINDING_KINDS", "Finding", "Kind"]
+
+Kind = Literal[
+    "mismatch",
+    "race",
+    "out_of_bounds",
+    "uninitialized_read",
+    "dma_ordering",
+    "grid_order",
+    "revisit",
+    "semaphore_leak",
+    "input_mutation",
+    "backend_divergence",
+    "compile_error",
+    "crash",
+    "timeout",
+    "exception",
+]
+FINDING_KINDS: tuple[str, ...] = get_args(Kind)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Finding:
+    """Something wrong that a case showed.
+
+    Attributes:
+      kind: one of FINDING_KINDS.
+      kernel: the spec's name.
+      backend: the backend that showed it (``"static"`` for the grid check before any
+        run, ``"reference"`` when the reference itself failed).
+      message: what is wrong, in one paragraph a kernel author can act on.
+      config: the kernel config of the (minimal) failing example.
+      mode: the backend's mode for that example.
+      transform: None for the bare kernel, else the transform ("vmap", "grad").
+      evidence: extra structured facts (error table, blame map, captured log lines).
+      elapsed_s: seconds from the start of that kernel's search to the first example
+        that showed this kind on this backend.
+      reproducer: path of the standalone reproducer script, once written.
+    """
+
+    kind: Kind
+    kernel: str
+    backend: str
+    message: str
+    config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    mode: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    transform: str | None = None
+    evidence: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    elapsed_s: float = 0.0
+    reproducer: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in FINDING_KINDS:
+            raise ValueError(f"Finding kind={self.kind!r} is not one of {FINDING_KINDS}")
+
+    @property
+    def signature(self) -> tuple[str, str, str]:
+        """(kind, kernel, backend): what de-duplicates findings across examples."""
+        return (self.kind, self.kernel, self.backend)

@@ -1,0 +1,124 @@
+"""Worker processes: run cases where a hang or an abort cannot take the run down.
+
+A worker is a fresh Python process (``python -m pallas_verify._worker``) that loads specs
+by reference and runs cases on request over a private pipe. The parent waits with a
+timeout: a worker that does not answer in time is killed (``timeout``), one that dies is
+reported (``crash``, with its signal or exit code and the tail of its stderr), and either
+way the next case gets a fresh worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+from pallas_verify.case import Case, Outcome
+
+__all__ = ["Worker", "worker_env"]
+
+
+def worker_env() -> dict[str, str]:
+    """The environment of a worker: ours, plus our import path so specs load alike."""
+    env = dict(os.environ)
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+@dataclasses.dataclass
+class Worker:
+    """One worker process, started lazily and restarted after a timeout or a crash."""
+
+    timeout_s: float = 120.0
+    _proc: subprocess.Popen[bytes] | None = None
+    _conn: Connection | None = None
+    _stderr: Any = None
+    starts: int = 0
+
+    def _start(self) -> None:
+        parent_r, child_w = os.pipe()
+        child_r, parent_w = os.pipe()
+        self._stderr = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "pallas_verify._worker", str(child_r), str(child_w)],
+            pass_fds=(child_r, child_w),
+            env=worker_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+        )
+        os.close(child_r)
+        os.close(child_w)
+        self._conn = _Duplex(parent_r, parent_w)
+        self.starts += 1
+
+    def run(self, spec_ref: str, case: Case, *, timeout_s: float | None = None) -> Outcome:
+        """Run ``case`` (its spec loaded from ``spec_ref``) in the worker."""
+        if self._proc is None or self._proc.poll() is not None:
+            self._start()
+        assert self._conn is not None
+        request = {
+            "spec": spec_ref,
+            "backend": case.backend,
+            "config": dict(case.config),
+            "inputs": case.inputs,
+            "mode": dict(case.mode),
+            "transform": case.transform,
+        }
+        start = time.perf_counter()
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        try:
+            self._conn.send(request)
+            if self._conn.poll(limit):
+                return self._conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            return Outcome(crashed=self._death(), seconds=time.perf_counter() - start)
+        self.close()
+        return Outcome(timed_out=True, seconds=time.perf_counter() - start)
+
+    def _death(self) -> str:
+        assert self._proc is not None
+        code = self._proc.wait(timeout=30)
+        self._stderr.seek(0)
+        tail = self._stderr.read().decode(errors="replace").strip().splitlines()[-12:]
+        self._proc = None
+        how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        return f"worker process {how}" + ("; stderr tail:\n" + "\n".join(tail) if tail else "")
+
+    def close(self) -> None:
+        """Stop the worker (killing it if it is stuck)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._proc = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class _Duplex:
+    """A request/response channel over two one-way pipes (read fd, write fd)."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self._r = Connection(read_fd, writable=False)
+        self._w = Connection(write_fd, readable=False)
+
+    def send(self, obj: Any) -> None:
+        self._w.send(obj)
+
+    def poll(self, timeout: float) -> bool:
+        return self._r.poll(timeout)
+
+    def recv(self) -> Any:
+        return self._r.recv()
+
+    def close(self) -> None:
+        self._r.close()
+        self._w.close()

@@ -1,0 +1,123 @@
+"""Finding KernelSpecs by reference: ``path/to/file.py::NAME`` or ``package.module:NAME``.
+
+A reference is what lets a worker process, a reproducer or a later night's replay load
+the same spec again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pallas_verify.errors import InvalidArgument, InvalidSpec
+from pallas_verify.spec import KernelSpec
+
+__all__ = ["load_spec", "load_specs", "spec_ref"]
+
+_REFS: dict[int, str] = {}
+
+
+def _import_file(path: Path) -> ModuleType:
+    path = path.resolve()
+    name = f"_pv_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise InvalidArgument(f"cannot import {str(path)!r}: not a Python file.")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(path.parent))
+    try:
+        module_spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
+
+
+def _module(where: str) -> ModuleType:
+    if where.endswith(".py") or "/" in where:
+        path = Path(where)
+        if not path.is_file():
+            raise InvalidArgument(f"spec file {where!r} does not exist.")
+        return _import_file(path)
+    try:
+        return importlib.import_module(where)
+    except ModuleNotFoundError as exc:
+        raise InvalidArgument(f"cannot import module {where!r}: {exc}.") from exc
+
+
+def _split(ref: str) -> tuple[str, str | None]:
+    if "::" in ref:
+        where, name = ref.split("::", 1)
+        return where, name
+    if ":" in ref:
+        where, name = ref.rsplit(":", 1)
+        return where, name
+    return ref, None
+
+
+def load_specs(ref: str) -> list[KernelSpec]:
+    """Every KernelSpec ``ref`` names: one for ``FILE::NAME``, all for a bare module/file."""
+    where, name = _split(ref)
+    module = _module(where)
+    if name is None:
+        found = [(n, v) for n, v in vars(module).items() if isinstance(v, KernelSpec)]
+        if not found:
+            raise InvalidArgument(f"{ref!r} defines no module-level KernelSpec.")
+    else:
+        if not hasattr(module, name):
+            specs = [n for n, v in vars(module).items() if isinstance(v, KernelSpec)]
+            raise InvalidArgument(f"{where!r} has no attribute {name!r}; its KernelSpecs: {specs}.")
+        found = [(name, getattr(module, name))]
+    for attr, value in found:
+        if not isinstance(value, KernelSpec):
+            raise InvalidSpec(f"{where}::{attr} is a {type(value).__name__}, not a pallas_verify.KernelSpec.")
+        _REFS[id(value)] = _ref_for(module, where, attr)
+    return [v for _, v in found]
+
+
+def load_spec(ref: str) -> KernelSpec:
+    """The one KernelSpec ``ref`` names."""
+    specs = load_specs(ref)
+    if len(specs) != 1:
+        names = [s.name for s in specs]
+        raise InvalidArgument(f"{ref!r} holds {len(specs)} KernelSpecs {names}; name one as {ref}::NAME.")
+    return specs[0]
+
+
+def _ref_for(module: ModuleType, where: str, attr: str) -> str:
+    if module.__name__.startswith("_pv_"):
+        return f"{Path(where).resolve()}::{attr}"
+    return f"{module.__name__}:{attr}"
+
+
+def spec_ref(spec: KernelSpec) -> str | None:
+    """A reference that loads ``spec`` again in another process, or None if none exists.
+
+    Specs loaded by reference remember it; otherwise the module that defines the kernel
+    is searched for a module-level attribute holding this very spec.
+    """
+    if id(spec) in _REFS:
+        return _REFS[id(spec)]
+    for module in _candidate_modules(spec):
+        for attr, value in vars(module).items():
+            if value is spec:
+                file = getattr(module, "__file__", None)
+                if module.__name__ in ("__main__", "__mp_main__") or module.__name__.startswith("_pv_"):
+                    return f"{Path(file).resolve()}::{attr}" if file else None
+                return f"{module.__name__}:{attr}"
+    return None
+
+
+def _candidate_modules(spec: Any) -> list[ModuleType]:
+    names = {getattr(spec.kernel, "__module__", None), getattr(spec.reference, "__module__", None)}
+    return [sys.modules[n] for n in names if n in sys.modules]

@@ -1,0 +1,158 @@
+"""Oracles: turn outcomes (and the reference's outputs) into findings.
+
+Differential oracles compare a backend's outputs with the reference's, or two backends'
+outputs with each other. Metamorphic oracles compare the same case run with one
+interpreter knob changed: a correct kernel gives bitwise-identical outputs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from pallas_verify.case import Case, Outcome
+from pallas_verify.findings import Finding
+from pallas_verify.spec import Tolerance
+from pallas_verify.tolerance import Comparison, compare
+
+__all__ = [
+    "ERROR_KINDS",
+    "bitwise_equal",
+    "compare_outputs",
+    "divergence_findings",
+    "metamorphic_finding",
+    "outcome_findings",
+]
+
+# What an interpreter's error says -> the finding kind it is. First match wins.
+ERROR_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"RACE DETECTED"), "race"),
+    (re.compile(r"Out-of-bounds|Out of bound|out of bounds", re.IGNORECASE), "out_of_bounds"),
+    (re.compile(r"Revisited block"), "revisit"),
+)
+_SEMAPHORE_LEAK = re.compile(r"^Semaphore .* has non-zero count.*$", re.MULTILINE)
+
+
+def _finding(case: Case, kind: str, message: str, **evidence: object) -> Finding:
+    return Finding(
+        kind=kind,  # type: ignore[arg-type]
+        kernel=case.spec.name,
+        backend=case.backend,
+        message=message,
+        config=dict(case.config),
+        mode=dict(case.mode),
+        transform=case.transform,
+        evidence=evidence,
+    )
+
+
+def compare_outputs(
+    paths: Sequence[str], actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], tolerance: Tolerance | None
+) -> list[Comparison]:
+    """One Comparison per output (a count mismatch is reported on a pseudo-output)."""
+    if len(actual) != len(expected):
+        return [Comparison(path="outputs", shape=(len(actual),), dtype="-", bad=None,
+                           problem=f"kernel returned {len(actual)} outputs, reference {len(expected)}")]
+    return [compare(p, a, e, tolerance) for p, a, e in zip(paths, actual, expected, strict=True)]
+
+
+def outcome_findings(
+    case: Case, outcome: Outcome, expected: Sequence[np.ndarray] | None, paths: Sequence[str]
+) -> list[Finding]:
+    """Findings from one outcome: crash, timeout, errors by kind, races, leaks, mismatches."""
+    if outcome.crashed:
+        return [_finding(case, "crash", outcome.crashed)]
+    if outcome.timed_out:
+        return [_finding(case, "timeout", f"the case did not finish within its time limit ({outcome.seconds:.0f} s): "
+                         "a deadlock (e.g. a semaphore wait never signalled) or an endless loop")]
+    found = []
+    if outcome.error is not None:
+        found.append(_error_finding(case, outcome))
+    if outcome.races:
+        found.append(_finding(case, "race", "data race detected by the interpreter:\n" + outcome.diagnostics,
+                              log=outcome.diagnostics))
+    leaks = _SEMAPHORE_LEAK.findall(outcome.diagnostics)
+    if leaks:
+        found.append(_finding(case, "semaphore_leak", "semaphores left non-zero at kernel exit (a DMA or signal "
+                              "never waited):\n" + "\n".join(leaks), log=leaks))
+    if outcome.outputs is not None and expected is not None:
+        table = compare_outputs(paths, outcome.outputs, expected, case.spec.tolerance)
+        if not all(c.ok for c in table):
+            lines = [c.describe() for c in table if not c.ok]
+            found.append(_finding(case, "mismatch", "outputs differ from the reference:\n" + "\n".join(lines),
+                                  outputs=lines))
+    return found
+
+
+def _error_finding(case: Case, outcome: Outcome) -> Finding:
+    error = outcome.error
+    assert error is not None
+    if outcome.compiled_only or not _executes(case):
+        kind = "compile_error"
+    else:
+        kind = next((k for pattern, k in ERROR_KINDS if pattern.search(error.message)), "exception")
+    return _finding(case, kind, error.summary(), error_type=error.type, traceback=error.traceback[-4000:])
+
+
+def _executes(case: Case) -> bool:
+    from pallas_verify.backends import registry
+
+    return registry.get(case.backend).executes
+
+
+def bitwise_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise: same shape, dtype and bits (NaN equals NaN of the same payload)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.itemsize in (1, 2, 4, 8) and a.dtype == b.dtype and a.shape == b.shape:
+        view = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize]
+        return a.view(view) == b.view(view)
+    return np.zeros(a.shape, bool)
+
+
+def _differences(paths: Sequence[str], one: Sequence[np.ndarray], two: Sequence[np.ndarray]) -> list[str]:
+    lines = []
+    for path, a, b in zip(paths, one, two, strict=True):
+        same = bitwise_equal(a, b)
+        if not same.all():
+            idx = tuple(int(i) for i in np.unravel_index(int(np.argmin(same)), same.shape))
+            lines.append(f"{path}: {int((~same).sum())}/{same.size} elements differ, first at {idx}")
+    return lines
+
+
+def metamorphic_finding(
+    case: Case, kind: str, knob: str, base: Outcome, variant_case: Case, variant: Outcome, paths: Sequence[str]
+) -> Finding | None:
+    """A finding when the variant (one knob changed) does not reproduce ``base`` bitwise."""
+    if variant.error is not None and base.error is None:
+        return _finding(case, kind, f"with {knob} changed from {case.mode.get(knob)!r} to "
+                        f"{variant_case.mode.get(knob)!r} the kernel fails: {variant.error.summary()}",
+                        variant_mode=dict(variant_case.mode))
+    if base.outputs is None or variant.outputs is None:
+        return None
+    lines = _differences(paths, base.outputs, variant.outputs)
+    if not lines:
+        return None
+    return _finding(case, kind, f"outputs change when {knob} changes from {case.mode.get(knob)!r} to "
+                    f"{variant_case.mode.get(knob)!r}:\n" + "\n".join(lines), variant_mode=dict(variant_case.mode),
+                    outputs=lines)
+
+
+def divergence_findings(cases: Sequence[Case], outcomes: Sequence[Outcome], paths: Sequence[str]) -> list[Finding]:
+    """Executing backends that each pass the reference but differ from each other bitwise.
+
+    Only for specs declaring ``bitwise_stable`` (no floating-point reassociation that a
+    backend may legitimately order differently); reported against the later backend.
+    """
+    runs = [(c, o) for c, o in zip(cases, outcomes, strict=True) if o.ok and o.outputs is not None]
+    if len(runs) < 2 or not runs[0][0].spec.bitwise_stable:
+        return []
+    (first_case, first), found = runs[0], []
+    for case, outcome in runs[1:]:
+        lines = _differences(paths, first.outputs, outcome.outputs)  # type: ignore[arg-type]
+        if lines:
+            found.append(_finding(case, "backend_divergence", f"outputs agree with the reference on both "
+                                  f"{first_case.backend} and {case.backend} but differ bitwise between them:\n"
+                                  + "\n".join(lines), other_backend=first_case.backend))
+    return found

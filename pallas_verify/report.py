@@ -1,0 +1,147 @@
+"""The report: everything a run found and covered. JSON is the source of truth."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from pallas_verify.findings import Finding
+
+__all__ = ["BackendResult", "Report", "jsonable", "write_atomic"]
+
+Status = Literal["pass", "fail", "unsupported", "skipped"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BackendResult:
+    """One cell of the kernel x backend matrix.
+
+    Attributes:
+      kernel, backend: the cell's coordinates.
+      status: pass, fail (with findings), unsupported (declared by the spec, with the
+        reason) or skipped (backend not available here or not for this platform).
+      reason: why unsupported or skipped; the first finding's kind for fail.
+      examples: examples run on this backend.
+      seconds: wall time of the kernel's search.
+      transform: None for the bare kernel, else the transform.
+    """
+
+    kernel: str
+    backend: str
+    status: Status
+    reason: str = ""
+    examples: int = 0
+    seconds: float = 0.0
+    transform: str | None = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class Report:
+    """Findings and coverage of one run (one or more kernels)."""
+
+    kernels: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    backends: list[str] = dataclasses.field(default_factory=list)
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+    results: list[BackendResult] = dataclasses.field(default_factory=list)
+    seed: int | None = None
+    profile: str = "dev"
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    def merge(self, other: Report) -> None:
+        """Fold another report (e.g. one kernel's) into this one."""
+        self.kernels.extend(k for k in other.kernels if k not in self.kernels)
+        self.backends.extend(b for b in other.backends if b not in self.backends)
+        self.findings.extend(other.findings)
+        self.results.extend(other.results)
+        self.seconds += other.seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        kernels = []
+        for kernel in self.kernels:
+            cells = [r for r in self.results if r.kernel == kernel["name"]]
+            kernels.append({**kernel, "results": {_cell_key(r): _result_dict(r) for r in cells}})
+        return {
+            "version": 1,
+            "seed": self.seed,
+            "profile": self.profile,
+            "seconds": round(self.seconds, 3),
+            "interrupted": self.interrupted,
+            "kernels": kernels,
+            "backends": list(self.backends),
+            "findings": [finding_dict(f) for f in self.findings],
+        }
+
+    def write_json(self, path: str | os.PathLike[str]) -> Path:
+        return write_atomic(path, json.dumps(self.to_dict(), indent=2) + "\n")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Report:
+        findings = [Finding(**{k: v for k, v in f.items() if k in _FINDING_FIELDS}) for f in data["findings"]]
+        results = []
+        for kernel in data["kernels"]:
+            for cell in kernel.get("results", {}).values():
+                results.append(BackendResult(kernel=kernel["name"], **cell))
+        kernels = [{k: v for k, v in kernel.items() if k != "results"} for kernel in data["kernels"]]
+        return cls(kernels=kernels, backends=list(data["backends"]), findings=findings, results=results,
+                   seed=data.get("seed"), profile=data.get("profile", "dev"), seconds=data.get("seconds", 0.0),
+                   interrupted=data.get("interrupted", False))
+
+
+_FINDING_FIELDS = {f.name for f in dataclasses.fields(Finding)}
+
+
+def _cell_key(result: BackendResult) -> str:
+    return result.backend if result.transform is None else f"{result.backend}+{result.transform}"
+
+
+def _result_dict(result: BackendResult) -> dict[str, Any]:
+    data = dataclasses.asdict(result)
+    del data["kernel"]
+    data["seconds"] = round(result.seconds, 3)
+    return data
+
+
+def finding_dict(finding: Finding) -> dict[str, Any]:
+    data = {f.name: getattr(finding, f.name) for f in dataclasses.fields(finding)}
+    data["elapsed_s"] = round(finding.elapsed_s, 3)
+    return jsonable(data)
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with tuples as lists, numpy scalars as numbers, anything else as repr."""
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist() if value.size <= 64 else f"array(shape={value.shape}, dtype={value.dtype})"
+    return repr(value)
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` so that a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,208 @@
+"""One example, end to end: static grid check, reference once, every backend, oracles."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from pallas_verify import oracles
+from pallas_verify.backends.base import Backend
+from pallas_verify.backends.execute import config_key
+from pallas_verify.case import UNSUPPORTED, Case, Outcome
+from pallas_verify.errors import InvalidArgument
+from pallas_verify.findings import Finding
+from pallas_verify.isolation import Worker
+from pallas_verify.loader import spec_ref
+from pallas_verify.spec import KernelSpec
+
+__all__ = ["ISOLATE", "UNSUPPORTED", "Runner", "Unsupported", "example_key", "reference_outputs"]
+
+ISOLATE = ("auto", "always", "never")
+
+
+class Unsupported(Exception):  # noqa: N818  (a verdict, not a failure)
+    """The backend cannot run this kernel at all; the message says why."""
+
+
+@functools.cache
+def _jit_reference(reference: Any, config_items: tuple[tuple[str, Any], ...]) -> Any:
+    import jax
+
+    config = dict(config_items)
+    return jax.jit(lambda *xs: reference(*xs, **config))
+
+
+def reference_outputs(spec: KernelSpec, config: Mapping[str, Any], inputs: Sequence[np.ndarray]) -> tuple[list[np.ndarray], list[str]]:
+    """The reference's outputs (numpy, flattened) and their paths (``out``, ``out[1]``...)."""
+    import jax
+
+    items = tuple(sorted(config.items()))
+    try:
+        fn = _jit_reference(spec.reference, items)
+    except TypeError:  # unhashable config values: no cache
+        fn = jax.jit(lambda *xs: spec.reference(*xs, **config))
+    result = jax.block_until_ready(fn(*inputs))
+    leaves, _ = jax.tree_util.tree_flatten_with_path(result)
+    paths = ["out" + jax.tree_util.keystr(path) for path, _ in leaves]
+    return [np.asarray(leaf) for _, leaf in leaves], paths
+
+
+def example_key(config: Mapping[str, Any], inputs: Sequence[np.ndarray]) -> str:
+    """A key for one example: the config and a digest of the input bytes."""
+    digest = hashlib.sha1()
+    for x in inputs:
+        digest.update(f"{x.shape}{x.dtype}".encode())
+        digest.update(np.ascontiguousarray(x).tobytes())
+    return config_key(config) + digest.hexdigest()
+
+
+@dataclasses.dataclass
+class Runner:
+    """Runs examples of one spec, on any backend, sharing the reference between them.
+
+    ``isolate``: "auto" runs in a worker process whenever the spec can be loaded by
+    reference (so a hang is a ``timeout`` and an abort a ``crash``, and the run goes
+    on) and in-process otherwise; "always" requires a worker; "never" stays in-process
+    except for backends that must isolate (compilers that may abort).
+    """
+
+    spec: KernelSpec
+    timeout_s: float = 120.0
+    isolate: str = "auto"
+    cache_size: int = 256
+
+    def __post_init__(self) -> None:
+        if self.isolate not in ISOLATE:
+            raise InvalidArgument(f"isolate={self.isolate!r} must be one of {ISOLATE}.")
+        self.spec_ref = spec_ref(self.spec)
+        if self.isolate == "always" and self.spec_ref is None:
+            raise InvalidArgument(
+                f"isolate='always' needs KernelSpec {self.spec.name!r} at module level (FILE.py::NAME or "
+                "MODULE:NAME) so a worker process can load it; define it at module level or use isolate='auto'."
+            )
+        self._static: dict[str, list[Finding]] = {}
+        self._expected: collections.OrderedDict[str, Any] = collections.OrderedDict()
+        self._outputs: dict[str, dict[str, tuple[np.ndarray, ...]]] = {}
+        self.reference_runs = 0
+        self._workers: dict[str, Worker] = {}
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for name in list(self._workers):
+            self.release(name)
+
+    def release(self, backend: str) -> None:
+        """Stop the worker process of ``backend`` (one per backend: compilers such as
+        Mosaic GPU fix their target once per process)."""
+        worker = self._workers.pop(backend, None)
+        if worker is not None:
+            worker.close()
+
+    def _in_worker(self, backend: Backend) -> bool:
+        if backend.isolate or self.isolate == "always":
+            return True
+        return self.isolate == "auto" and self.spec_ref is not None
+
+    def run(self, case: Case) -> Outcome:
+        """Run one case on its backend, in a worker process when isolation applies."""
+        from pallas_verify.backends import registry
+
+        backend = registry.get(case.backend)
+        if not self._in_worker(backend):
+            return backend.run(case)
+        if self.spec_ref is None:
+            return Outcome(error=_no_ref_error(self.spec, backend))
+        worker = self._workers.setdefault(case.backend, Worker(timeout_s=self.timeout_s))
+        return worker.run(self.spec_ref, case)
+
+    def expected(self, config: Mapping[str, Any], inputs: Sequence[np.ndarray], key: str) -> Any:
+        """The reference's (outputs, paths) for one example, computed once per example."""
+        if key not in self._expected:
+            self.reference_runs += 1
+            self._expected[key] = reference_outputs(self.spec, config, inputs)
+            if len(self._expected) > self.cache_size:
+                old, _ = self._expected.popitem(last=False)
+                self._outputs.pop(old, None)
+        self._expected.move_to_end(key)
+        return self._expected[key]
+
+    def check(
+        self,
+        config: Mapping[str, Any],
+        inputs: tuple[np.ndarray, ...],
+        backend: Backend,
+        mode: Mapping[str, Any],
+        transform: str | None = None,
+    ) -> list[Finding]:
+        """Every finding of one example on one backend."""
+        key = example_key(config, inputs)
+        try:
+            expected, paths = self.expected(config, inputs, key)
+        except Exception as exc:
+            return [self._reference_failure(config, exc)]
+        case = Case(spec=self.spec, config=config, inputs=inputs, backend=backend.name, mode=mode, transform=transform)
+        outcome = self.run(case)
+        if outcome.error is not None and outcome.error.type == UNSUPPORTED:
+            raise Unsupported(outcome.error.message)
+        found = oracles.outcome_findings(case, outcome, expected if backend.executes else None, paths)
+        if found or not outcome.ok:
+            return found
+        found = self._metamorphic(backend, case, outcome, paths)
+        if not found and backend.executes and transform is None:
+            found = self._divergence(key, case, outcome, paths)
+        return found
+
+    def _divergence(self, key: str, case: Case, outcome: Outcome, paths: list[str]) -> list[Finding]:
+        """Compare with every other backend that ran this very example and passed."""
+        seen = self._outputs.setdefault(key, {})
+        found = []
+        for other, outputs in seen.items():
+            if other != case.backend:
+                other_case = dataclasses.replace(case, backend=other)
+                found += oracles.divergence_findings([other_case, case], [Outcome(outputs=outputs), outcome], paths)
+        seen[case.backend] = outcome.outputs  # type: ignore[assignment]
+        return found
+
+    def _metamorphic(self, backend: Backend, case: Case, base: Outcome, paths: list[str]) -> list[Finding]:
+        for kind, knob, mode in getattr(backend, "variants", lambda _: [])(case.mode):
+            variant_case = dataclasses.replace(case, mode=mode)
+            finding = oracles.metamorphic_finding(case, kind, knob, base, variant_case, self.run(variant_case), paths)
+            if finding is not None:
+                return [finding]
+        return []
+
+    def static_findings(self, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> list[Finding]:
+        """The static grid check, once per (config, input shapes)."""
+        key = config_key(config) + repr([(x.shape, str(x.dtype)) for x in inputs])
+        if key not in self._static:
+            self._static[key] = _grid_findings(self.spec, config, inputs)
+        return self._static[key]
+
+    def _reference_failure(self, config: Mapping[str, Any], exc: Exception) -> Finding:
+        return Finding(kind="exception", kernel=self.spec.name, backend="reference", config=dict(config),
+                       message=f"the reference raised {type(exc).__name__}: {exc}. The reference must accept "
+                       "every config and input the spec draws; fix it or narrow spec.configs/inputs.")
+
+
+def _no_ref_error(spec: KernelSpec, backend: Backend) -> Any:
+    from pallas_verify.case import ErrorInfo
+
+    return ErrorInfo(type="InvalidSpec", message=(
+        f"backend {backend.name} runs cases in a worker process, which loads KernelSpec {spec.name!r} by "
+        "reference; define the spec at module level so it has one (FILE.py::NAME or MODULE:NAME)."))
+
+
+def _grid_findings(spec: KernelSpec, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> list[Finding]:
+    from pallas_verify import gridcheck
+
+    issues = gridcheck.check_grid(spec.kernel, inputs, config)
+    return [Finding(kind=i.kind, kernel=spec.name, backend="static", message=i.message, config=dict(config))
+            for i in issues]

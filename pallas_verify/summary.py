@@ -1,0 +1,29 @@
+"""Readable terminal summaries of a report."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from pallas_verify.report import Report
+
+__all__ = ["print_summary"]
+
+
+def print_summary(report: Report, file: TextIO = sys.stdout) -> None:
+    """Per kernel: one line per backend; then each finding with its reproducer."""
+    for kernel in report.kernels:
+        print(f"{kernel['name']}", file=file)
+        for r in (r for r in report.results if r.kernel == kernel["name"]):
+            detail = f"{r.examples} examples, {r.seconds:.1f} s" if r.status in ("pass", "fail") else ""
+            why = f" ({r.reason})" if r.reason else ""
+            print(f"  {r.backend:<22} {r.status.upper():<11} {detail}{why}", file=file)
+    for f in report.findings:
+        print(f"\n[{f.kind}] {f.kernel} on {f.backend} after {f.elapsed_s:.1f} s", file=file)
+        print(f"  config: {dict(f.config)}", file=file)
+        for line in f.message.splitlines()[:12]:
+            print(f"  {line}", file=file)
+        if f.reproducer:
+            print(f"  reproduce: python {f.reproducer}", file=file)
+    n = len(report.findings)
+    print(f"\n{n} finding{'s' if n != 1 else ''} in {report.seconds:.1f} s", file=file)
