@@ -1,0 +1,55 @@
+"""Multi-core: ``pl.kernel`` over a ``pltpu.TensorCoreMesh``; each core moves its own row
+range HBM -> VMEM -> HBM and squares it."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+from hypothesis import strategies as st
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+import pallas_verify as pv
+from reference_kernels._draw import normal, seeded, without
+
+__all__ = ["MULTICORE_SQUARE"]
+
+
+def _per_core(x_hbm, o_hbm, *, rows_per_core):
+    core = jax.lax.axis_index("core")
+    rows = pl.ds(pl.multiple_of(core * rows_per_core, rows_per_core), rows_per_core)
+
+    def scoped(buf):
+        pltpu.sync_copy(x_hbm.at[rows], buf)
+        buf[...] = buf[...] * buf[...]
+        pltpu.sync_copy(buf, o_hbm.at[rows])
+
+    pl.run_scoped(scoped, pltpu.VMEM((rows_per_core, x_hbm.shape[1]), x_hbm.dtype))
+
+
+@functools.partial(jax.jit, static_argnames=("num_cores",))
+def multicore_square(x: jax.Array, *, num_cores: int) -> jax.Array:
+    """``x * x`` split by rows over ``num_cores`` TensorCores."""
+    rows, _ = x.shape
+    mesh = pltpu.TensorCoreMesh(axis_name="core", num_cores=num_cores)
+    body = functools.partial(_per_core, rows_per_core=rows // num_cores)
+    return pl.kernel(body, out_type=jax.ShapeDtypeStruct(x.shape, x.dtype), mesh=mesh)(x)
+
+
+@st.composite
+def _configs(draw):
+    num_cores = draw(st.sampled_from([1, 2]))
+    return {"rows": 8 * num_cores * draw(st.integers(1, 3)), "cols": 128 * draw(st.integers(1, 2)),
+            "num_cores": num_cores}
+
+
+MULTICORE_SQUARE = pv.KernelSpec(
+    name="multicore_square",
+    kernel=without(multicore_square, "rows", "cols"),
+    reference=without(lambda x: x * x, "rows", "cols", "num_cores"),
+    configs=_configs(),
+    inputs=lambda c: seeded(lambda rng: (normal(rng, (c["rows"], c["cols"])),)),
+    features=("multicore", "core_mesh", "run_scoped", "manual_dma"),
+    unsupported={"interpret": "the HLO interpreter cannot run pl.kernel over a TensorCoreMesh"},
+)

@@ -1,0 +1,121 @@
+"""Run a catalog kernel under each interpreter this machine has, by forcing the mode
+from outside (the kernels never pass ``interpret=``)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+import numpy as np
+from hypothesis import find
+from jax.experimental.pallas import mosaic_gpu as plgpu
+from jax.experimental.pallas import tpu as pltpu
+
+import pallas_verify as pv
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Interpreter:
+    """One way to run a kernel: a name, the platform it serves and the forced mode.
+
+    TPU modes with ``detect_races`` keep the default ``on_race="raise"``: a race fails
+    the run with ``RuntimeError: RACE DETECTED``.
+    """
+
+    name: str
+    backend: str
+    platform: str
+    mode: Callable[[], Any]
+
+
+def _tpu(**params: Any) -> Callable[[], Any]:
+    return lambda: pltpu.InterpretParams(**params)
+
+
+_RACES = {"detect_races": True, "num_cores_or_threads": 2}
+INTERPRETERS: tuple[Interpreter, ...] = (
+    Interpreter(name="interpret", backend="interpret", platform="any", mode=lambda: True),
+    Interpreter(name="tpu", backend="tpu_interpret", platform="tpu", mode=_tpu()),
+    Interpreter(name="tpu_races_eager_nan", backend="tpu_interpret", platform="tpu",
+                mode=_tpu(**_RACES, dma_execution_mode="eager", uninitialized_memory="nan")),
+    Interpreter(name="tpu_races_onwait_zero", backend="tpu_interpret", platform="tpu",
+                mode=_tpu(**_RACES, dma_execution_mode="on_wait", uninitialized_memory="zero",
+                          random_seed=7)),
+    Interpreter(name="gpu", backend="gpu_interpret", platform="gpu", mode=lambda: plgpu.InterpretGPUParams()),
+    Interpreter(name="gpu_races", backend="gpu_interpret", platform="gpu",
+                mode=lambda: plgpu.InterpretGPUParams(detect_races=True)),
+)
+
+
+def applicable(spec: pv.KernelSpec) -> list[Interpreter]:
+    """The interpreters that serve one of the spec's platforms (supported or not)."""
+    return [i for i in INTERPRETERS if i.platform == "any" or i.platform in spec.platforms]
+
+
+def missing_devices(spec: pv.KernelSpec) -> str | None:
+    """Why this process lacks the devices the kernel declares it needs, if it does."""
+    needed = getattr(spec.kernel, "required_devices", 1)
+    if jax.device_count() >= needed:
+        return None
+    return f"{spec.name} needs {needed} devices, this process has {jax.device_count()}"
+
+
+def minimal_example(spec: pv.KernelSpec) -> tuple[dict, tuple]:
+    """The simplest config and the inputs of seed 0 (deterministic, no shrinking)."""
+    config = find(spec.configs, lambda _: True)
+    return config, find(spec.inputs(config), lambda _: True)
+
+
+@contextlib.contextmanager
+def forced(interpreter: Interpreter) -> Iterator[None]:
+    """Force ``interpreter`` for every pallas_call traced inside; clean up after errors."""
+    try:
+        with pltpu.force_tpu_interpret_mode(interpreter.mode()):
+            yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            jax.effects_barrier()
+        pltpu.reset_tpu_interpret_mode_state()
+        raise
+
+
+def run(spec: pv.KernelSpec, interpreter: Interpreter, config: dict, inputs: tuple) -> list[np.ndarray]:
+    """The kernel's outputs as numpy arrays, run under ``interpreter``."""
+    with forced(interpreter):
+        out = spec.kernel(*inputs, **config)
+        leaves = [np.asarray(leaf) for leaf in jax.tree.leaves(out)]
+        jax.effects_barrier()
+    return leaves
+
+
+def reference(spec: pv.KernelSpec, config: dict, inputs: tuple) -> list[np.ndarray]:
+    """The reference's outputs as numpy arrays (jit on CPU)."""
+    out = jax.jit(lambda *a: spec.reference(*a, **config))(*inputs)
+    return [np.asarray(leaf) for leaf in jax.tree.leaves(out)]
+
+
+def tolerance(spec: pv.KernelSpec, dtype: np.dtype) -> tuple[float, float]:
+    """(rtol, atol): the spec's override, else a dtype-appropriate default."""
+    if spec.tolerance is not None:
+        return spec.tolerance.rtol, spec.tolerance.atol
+    if dtype == np.dtype(jax.numpy.bfloat16) or dtype == np.float16:
+        return 2e-2, 2e-2
+    if np.issubdtype(dtype, np.floating):
+        return 1e-5, 1e-5
+    return 0.0, 0.0
+
+
+def assert_matches(spec: pv.KernelSpec, got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    """Every output leaf matches the reference's in shape, dtype and value."""
+    assert len(got) == len(want), f"{spec.name}: {len(got)} outputs, reference has {len(want)}"
+    for index, (g, w) in enumerate(zip(got, want, strict=True)):
+        where = f"{spec.name} output {index}"
+        assert g.shape == w.shape, f"{where}: shape {g.shape}, reference {w.shape}"
+        assert g.dtype == w.dtype, f"{where}: dtype {g.dtype}, reference {w.dtype}"
+        rtol, atol = tolerance(spec, w.dtype)
+        np.testing.assert_allclose(
+            g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol,
+            err_msg=where)
