@@ -1,0 +1,78 @@
+"""Known-buggy twins of correct kernels, each naming the findings it must cause.
+
+Every mutant module defines ``MUTANTS``: a list of :class:`Mutant`. A mutant carries the
+buggy KernelSpec, its correct twin (a KernelSpec that must be clean on every backend), and
+the finding kinds of which at least one must be reported for the buggy spec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+from pallas_verify.spec import KernelSpec
+
+__all__ = ["MODULES", "Mutant", "mutants"]
+
+#: The modules of this package that define ``MUTANTS``, in catalog order.
+MODULES: tuple[str, ...] = ("grid", "accumulate", "memory", "dma")
+
+#: The finding kinds a mutant may name (the stable strings of the house plan).
+FINDING_KINDS: tuple[str, ...] = (
+    "mismatch",
+    "race",
+    "out_of_bounds",
+    "uninitialized_read",
+    "dma_ordering",
+    "grid_order",
+    "revisit",
+    "semaphore_leak",
+    "input_mutation",
+    "backend_divergence",
+    "compile_error",
+    "crash",
+    "timeout",
+    "exception",
+)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Mutant:
+    """A planted bug and its correct twin.
+
+    Attributes:
+      spec: the buggy kernel; its name is the mutant's name.
+      twin: the correct kernel it was derived from (same inputs, same reference).
+      expects: finding kinds, at least one of which a verifier must report for ``spec``.
+      bug: one sentence saying what is wrong, as a reviewer would put it.
+      exposed_by: the tpu_interpret mode knobs (plain data) under which the raw signal
+        shows; ``{}`` when any mode shows it.
+    """
+
+    spec: KernelSpec
+    twin: KernelSpec
+    expects: tuple[str, ...]
+    bug: str
+    exposed_by: dict[str, object] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.expects:
+            raise ValueError(f"Mutant {self.spec.name!r}: expects=() must name a finding kind.")
+        for kind in self.expects:
+            if kind not in FINDING_KINDS:
+                raise ValueError(
+                    f"Mutant {self.spec.name!r}: expects item {kind!r} is not one of "
+                    f"{FINDING_KINDS}."
+                )
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def mutants() -> list[Mutant]:
+    """Every mutant of the catalog, in module order."""
+    found: list[Mutant] = []
+    for module in MODULES:
+        found.extend(importlib.import_module(f"{__name__}.{module}").MUTANTS)
+    return found
