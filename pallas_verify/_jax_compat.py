@@ -23,13 +23,17 @@ __all__ = [
     "reset_interpreters",
 ]
 
-# Loggers that report races with on_race="warn" (TPU and GPU interpret modes), and the
+# Loggers that report races with on_race="warn" (TPU and GPU interpret modes; a racing
+# write is reported through the ROOT logger, a racing read through the module's), and the
 # one that logs every failed interpreter callback at ERROR.
 RACE_LOGGERS = (
     "jax._src.pallas.mosaic.interpret.race_detection_state",
     "jax._src.pallas.mosaic_gpu.interpret.race_detection_state",
+    "",
 )
+RACE_MARKER = "RACE DETECTED"
 _CALLBACK_LOGGER = "jax._src.callback"
+_CLOCK_REPR = re.compile(r" at 0x[0-9a-f]+")
 
 
 @contextlib.contextmanager
@@ -67,18 +71,19 @@ class _Collector(logging.Handler):
         self.records: list[tuple[str, str]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.records.append((record.name, record.getMessage()))
+        self.records.append((record.name, _CLOCK_REPR.sub("", record.getMessage())))
 
 
 @contextlib.contextmanager
 def capture_logs() -> Iterator[list[tuple[str, str]]]:
     """Collect (logger, message) from the interpreters' race and callback loggers.
 
-    The loggers stop propagating meanwhile, so a captured race report or callback
-    failure does not also print to the user's terminal.
+    The module loggers stop propagating meanwhile, so a captured race report or callback
+    failure does not also print to the user's terminal; the handler on the root logger
+    also keeps a bare ``logging.warning`` from installing a stderr handler for good.
     """
     collector = _Collector()
-    loggers = [logging.getLogger(n) for n in (*RACE_LOGGERS, _CALLBACK_LOGGER)]
+    loggers = [logging.getLogger(n or None) for n in (*RACE_LOGGERS, _CALLBACK_LOGGER)]
     saved = [(lg.propagate, lg.level) for lg in loggers]
     for lg in loggers:
         lg.addHandler(collector)

@@ -7,6 +7,9 @@
 2. One search per backend, cheapest first. Each example runs the reference (cached per
    example, so every backend's search reuses it: Hypothesis draws the same configs and
    inputs first in each), the backend, and its oracles.
+3. After a backend's bare search, one search per transform in ``spec.transforms`` on the
+   same backend with the same modes: the example draws config, inputs, the transform's
+   own draws (a batch, a cotangent; see transforms.py), then the mode.
 
 A search per backend, rather than one over all backends, keeps each backend's verdict
 honest: a backend that fails on every example would otherwise stop the search before the
@@ -25,6 +28,7 @@ import hypothesis
 import numpy as np
 from hypothesis import strategies as st
 
+from pallas_verify import transforms
 from pallas_verify.backends import registry
 from pallas_verify.backends.base import Backend
 from pallas_verify.errors import InvalidArgument, InvalidSpec
@@ -73,10 +77,13 @@ class _Search:
     first_failure: float | None = None
     seen: dict[str, _Found] = dataclasses.field(default_factory=dict)
     unsupported: str | None = None
+    transform: str | None = None
 
     def example(self, data: st.DataObject) -> None:
         config = _draw(data, self.spec.configs, "configs", dict)
         inputs = tuple(np.asarray(x) for x in _draw(data, self.spec.inputs(config), "inputs", tuple))
+        if self.transform is not None:
+            inputs = self._extend(data, config, inputs)
         mode = data.draw(self.backend.modes(), label="mode") if self.backend else {}
         key = example_key(config, inputs) + repr(mode)
         if key in self.seen:  # Hypothesis replays the minimal example: no need to rerun it
@@ -98,10 +105,20 @@ class _Search:
             self.seen[key] = found
             raise found
 
+    def _extend(self, data: st.DataObject, config: dict[str, Any], inputs: tuple[np.ndarray, ...]) -> Any:
+        def more() -> tuple[np.ndarray, ...]:
+            return tuple(np.asarray(x) for x in _draw(data, self.spec.inputs(config), "inputs", tuple))
+
+        assert self.transform is not None
+        try:
+            return transforms.extend(self.transform, data, spec=self.spec, config=config, inputs=inputs, more=more)
+        except InvalidSpec as exc:
+            raise _BadSpec(str(exc)) from None
+
     def _findings(self, config: dict[str, Any], inputs: tuple[np.ndarray, ...], mode: Any) -> list[Finding]:
         if self.backend is None:
             return self.runner.static_findings(config, inputs)
-        return self.runner.check(config, inputs, self.backend, mode)
+        return self.runner.check(config, inputs, self.backend, mode, transform=self.transform)
 
     def _shrink_over_budget(self) -> bool:
         return self.first_failure is not None and time.perf_counter() - self.first_failure > self.shrink_budget_s
@@ -148,13 +165,15 @@ def verify(
     with Runner(spec, timeout_s=timeout_s, isolate=isolate) as runner:
         searches = ([None] if static and runnable else []) + runnable
         for backend in searches:
-            search = _Search(spec, backend, runner, shrink_budget_s)
-            findings = _run_search(search, **options)
-            findings = _finish(findings, search, runner, Path(out_dir))
-            report.findings.extend(findings)
+            for transform in (None, *spec.transforms) if backend is not None else (None,):
+                search = _Search(spec, backend, runner, shrink_budget_s, transform=transform)
+                findings = _run_search(search, **options)
+                findings = _finish(findings, search, runner, Path(out_dir))
+                report.findings.extend(findings)
+                if backend is not None:
+                    report.results.append(_result(spec, backend, findings, search))
             if backend is not None:
                 runner.release(backend.name)
-                report.results.append(_result(spec, backend, findings, search))
     static_kinds = sorted({f.kind for f in report.findings if f.backend == "static"})
     if static_kinds:
         report.results = [_with_static(r, static_kinds) for r in report.results]
@@ -185,7 +204,8 @@ def _plan(spec: KernelSpec, chosen: list[Backend], report: Report) -> list[Backe
         if reason is None:
             runnable.append(backend)
         else:
-            report.results.append(BackendResult(kernel=spec.name, backend=backend.name, status=status, reason=reason))
+            report.results.extend(BackendResult(kernel=spec.name, backend=backend.name, status=status, reason=reason,
+                                                transform=t) for t in (None, *spec.transforms))
     return runnable
 
 
@@ -204,6 +224,7 @@ def _run_search(
         search.example(data)
 
     where = search.backend.name if search.backend else "static"
+    where += f"+{search.transform}" if search.transform else ""
     run._hypothesis_internal_add_digest = f"{search.spec.name}|{where}".encode()  # type: ignore[attr-defined]
     if seed is not None:
         run = hypothesis.seed(seed)(run)
@@ -240,15 +261,14 @@ def _merge(found: list[_Found]) -> list[tuple[Finding, dict[str, Any]]]:
 
 def _result(spec: KernelSpec, backend: Backend, findings: list[Finding], search: _Search) -> BackendResult:
     seconds = time.perf_counter() - search.started
+    cell = {"kernel": spec.name, "backend": backend.name, "transform": search.transform,
+            "examples": search.examples, "seconds": seconds}
     if search.unsupported:
-        return BackendResult(kernel=spec.name, backend=backend.name, status="unsupported",
-                             reason=search.unsupported, examples=search.examples, seconds=seconds)
+        return BackendResult(**cell, status="unsupported", reason=search.unsupported)
     if findings:
-        return BackendResult(kernel=spec.name, backend=backend.name, status="fail", examples=search.examples,
-                             reason=", ".join(sorted({f.kind for f in findings})), seconds=seconds)
+        return BackendResult(**cell, status="fail", reason=", ".join(sorted({f.kind for f in findings})))
     reason = "" if backend.executes else "compiled only (no device attached)"
-    return BackendResult(kernel=spec.name, backend=backend.name, status="pass", reason=reason,
-                         examples=search.examples, seconds=seconds)
+    return BackendResult(**cell, status="pass", reason=reason)
 
 
 def _with_static(result: BackendResult, kinds: list[str]) -> BackendResult:

@@ -43,6 +43,7 @@ class Worker:
     starts: int = 0
 
     def _start(self) -> None:
+        self.close()
         parent_r, child_w = os.pipe()
         child_r, parent_w = os.pipe()
         self._stderr = tempfile.TemporaryFile()
@@ -88,7 +89,7 @@ class Worker:
         code = self._proc.wait(timeout=30)
         self._stderr.seek(0)
         tail = self._stderr.read().decode(errors="replace").strip().splitlines()[-12:]
-        self._proc = None
+        self.close()
         how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
         return f"worker process {how}" + ("; stderr tail:\n" + "\n".join(tail) if tail else "")
 
@@ -101,6 +102,9 @@ class Worker:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
 
 
 class _Duplex:

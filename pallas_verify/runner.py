@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from pallas_verify import oracles
+from pallas_verify import oracles, transforms
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.execute import config_key
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
@@ -123,11 +123,13 @@ class Runner:
         worker = self._workers.setdefault(case.backend, Worker(timeout_s=self.timeout_s))
         return worker.run(self.spec_ref, case)
 
-    def expected(self, config: Mapping[str, Any], inputs: Sequence[np.ndarray], key: str) -> Any:
-        """The reference's (outputs, paths) for one example, computed once per example."""
+    def expected(self, config: Mapping[str, Any], inputs: Sequence[np.ndarray], key: str,
+                 transform: str | None = None) -> Any:
+        """The reference's (outputs, paths) for one example (under ``transform``), computed once."""
         if key not in self._expected:
             self.reference_runs += 1
-            self._expected[key] = reference_outputs(self.spec, config, inputs)
+            self._expected[key] = (reference_outputs(self.spec, config, inputs) if transform is None
+                                   else transforms.expected_outputs(self.spec, config, tuple(inputs), transform))
             if len(self._expected) > self.cache_size:
                 old, _ = self._expected.popitem(last=False)
                 self._outputs.pop(old, None)
@@ -143,22 +145,35 @@ class Runner:
         transform: str | None = None,
     ) -> list[Finding]:
         """Every finding of one example on one backend."""
-        key = example_key(config, inputs)
+        key = example_key(config, inputs) + (f"+{transform}" if transform else "")
         try:
-            expected, paths = self.expected(config, inputs, key)
+            expected, paths = self.expected(config, inputs, key, transform)
         except Exception as exc:
-            return [self._reference_failure(config, exc)]
+            return [self._reference_failure(config, exc, transform)]
         case = Case(spec=self.spec, config=config, inputs=inputs, backend=backend.name, mode=mode, transform=transform)
         outcome = self.run(case)
         if outcome.error is not None and outcome.error.type == UNSUPPORTED:
             raise Unsupported(outcome.error.message)
-        found = oracles.outcome_findings(case, outcome, expected if backend.executes else None, paths)
+        if transforms.upstream_limitation(case, outcome.error):
+            raise Unsupported(transforms.upstream_limitation(case, outcome.error))
+        judged = transforms.judged(case, expected)
+        found = oracles.outcome_findings(judged, outcome, expected if backend.executes else None, paths)
         if found or not outcome.ok:
             return found
         found = self._metamorphic(backend, case, outcome, paths)
         if not found and backend.executes and transform is None:
             found = self._divergence(key, case, outcome, paths)
+        if not found and backend.executes and transform is not None:
+            found = transforms.per_example_findings(case, outcome, self.run, paths)
         return found
+
+    def _blamed(self, finding: Finding, inputs: Sequence[np.ndarray], outcome: Outcome, expected: Sequence[np.ndarray]) -> Finding:
+        if finding.kind != "mismatch" or outcome.outputs is None or len(outcome.outputs) != len(expected):
+            return finding
+        table = oracles.compare_outputs(["out"] * len(expected), outcome.outputs, expected, self.spec.tolerance)
+        errors = [np.abs(np.asarray(a, np.float64) - np.asarray(e, np.float64)) if c.bad is not None else None
+                  for c, a, e in zip(table, outcome.outputs, expected, strict=True)]
+        return with_blame(finding, self.spec, inputs, [c.bad for c in table], errors)
 
     def _divergence(self, key: str, case: Case, outcome: Outcome, paths: list[str]) -> list[Finding]:
         """Compare with every other backend that ran this very example and passed."""
@@ -174,7 +189,11 @@ class Runner:
     def _metamorphic(self, backend: Backend, case: Case, base: Outcome, paths: list[str]) -> list[Finding]:
         for kind, knob, mode in getattr(backend, "variants", lambda _: [])(case.mode):
             variant_case = dataclasses.replace(case, mode=mode)
-            finding = oracles.metamorphic_finding(case, kind, knob, base, variant_case, self.run(variant_case), paths)
+            variant = self.run(variant_case)
+            finding = oracles.metamorphic_finding(case, kind, knob, base, variant_case, variant, paths)
+            if finding is not None and base.outputs is not None and variant.outputs is not None:
+                masks = [~oracles.bitwise_equal(a, b) for a, b in zip(base.outputs, variant.outputs, strict=True)]
+                finding = with_blame(finding, self.spec, case.inputs, masks, [None] * len(masks))
             if finding is not None:
                 return [finding]
         return []
@@ -186,9 +205,11 @@ class Runner:
             self._static[key] = _grid_findings(self.spec, config, inputs)
         return self._static[key]
 
-    def _reference_failure(self, config: Mapping[str, Any], exc: Exception) -> Finding:
+    def _reference_failure(self, config: Mapping[str, Any], exc: Exception, transform: str | None = None) -> Finding:
+        under = f" under {transform}" if transform else ""
         return Finding(kind="exception", kernel=self.spec.name, backend="reference", config=dict(config),
-                       message=f"the reference raised {type(exc).__name__}: {exc}. The reference must accept "
+                       transform=transform,
+                       message=f"the reference raised {type(exc).__name__}{under}: {exc}. The reference must accept "
                        "every config and input the spec draws; fix it or narrow spec.configs/inputs.")
 
 
@@ -205,4 +226,24 @@ def _grid_findings(spec: KernelSpec, config: Mapping[str, Any], inputs: tuple[np
 
     issues = gridcheck.check_grid(spec.kernel, inputs, config)
     return [Finding(kind=i.kind, kernel=spec.name, backend="static", message=i.message, config=dict(config))
-            for i in issues]
+            for i in issues if i.is_finding]
+
+
+def with_blame(finding: Finding, spec: KernelSpec, inputs: Sequence[np.ndarray],
+               masks: Sequence[np.ndarray | None], errors: Sequence[np.ndarray | None]) -> Finding:
+    """``finding`` with the bad elements mapped to output blocks and grid points."""
+    from pallas_verify import blame, gridtrace
+
+    try:
+        calls = gridtrace.grid_mappings(spec.kernel, inputs, finding.config)
+        result = blame.blame_outputs(calls, masks, errors)
+    except Exception as exc:  # blame is evidence, never a reason to lose the finding
+        return dataclasses.replace(finding, evidence={**finding.evidence, "blame_error": f"{type(exc).__name__}: {exc}"})
+    if not result.outputs:
+        return finding
+    lines = [o.message for o in result.outputs]
+    first = result.outputs[0]
+    evidence = {**finding.evidence, "blame": {
+        "messages": lines, "output": first.output, "block_shape": first.block_shape,
+        "block_errors": first.block_max_error, "block_bad_count": first.block_bad_count}}
+    return dataclasses.replace(finding, message=finding.message + "\n" + "\n".join(lines), evidence=evidence)

@@ -69,6 +69,6 @@ def execute(case: Case, params: Any) -> Outcome:
             outputs, error = None, _jax_compat.error_info(exc)
             _jax_compat.reset_interpreters()
     seconds = time.perf_counter() - start
-    races = [m for name, m in logs if name in _jax_compat.RACE_LOGGERS]
+    races = [m for _, m in logs if _jax_compat.RACE_MARKER in m]
     diagnostics = "\n".join([*races, stdout.getvalue().strip()]).strip()
     return Outcome(outputs=outputs, error=error, races=bool(races), diagnostics=diagnostics, seconds=seconds)

@@ -100,7 +100,9 @@ class GpuInterpret:
         return None
 
     def modes(self) -> st.SearchStrategy[Mapping[str, Any]]:
-        return st.just({"detect_races": True})
+        from strategies import gpu_interpret_modes
+
+        return gpu_interpret_modes()
 
     def run(self, case: Case) -> Outcome:
         from jax.experimental.pallas import mosaic_gpu as plgpu

@@ -1,0 +1,85 @@
+"""Small specs for the engine's own tests (loaded by file reference)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import jax
+import numpy as np
+from hypothesis import strategies as st
+from jax.experimental import pallas as pl
+
+import pallas_verify as pv
+
+
+def _scale_add(x_ref, y_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2 + y_ref[...]
+
+
+def _elementwise(x, y, *, block, n, shift):
+    blocks = pl.cdiv(n, block)
+    spec = pl.BlockSpec((block,), lambda i: ((i + shift) % blocks,))
+    return pl.pallas_call(
+        _scale_add,
+        grid=(blocks,),
+        in_specs=[spec, pl.BlockSpec((block,), lambda i: (i,))],
+        out_specs=pl.BlockSpec((block,), lambda i: (i,)),
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+    )(x, y)
+
+
+def scale_add(x, y, *, block, n):
+    return _elementwise(x, y, block=block, n=n, shift=0)
+
+
+def scale_add_off_by_one(x, y, *, block, n):
+    """Reads x one block ahead: wrong whenever the grid has more than one block."""
+    return _elementwise(x, y, block=block, n=n, shift=1)
+
+
+def scale_add_ref(x, y, *, block, n):
+    return x * 2 + y
+
+
+configs = st.fixed_dictionaries({"block": st.sampled_from([128, 256]), "n": st.integers(1, 700)})
+
+
+def inputs(config):
+    n = config["n"]
+    return st.integers(0, 2**32 - 1).map(
+        lambda seed: tuple(np.random.default_rng(seed).standard_normal(n).astype(np.float32) for _ in range(2))
+    )
+
+
+good = pv.KernelSpec(name="scale_add", kernel=scale_add, reference=scale_add_ref, configs=configs,
+                     inputs=inputs, platforms=("tpu", "gpu"))
+off_by_one = pv.KernelSpec(name="scale_add_off_by_one", kernel=scale_add_off_by_one,
+                           reference=scale_add_ref, configs=configs, inputs=inputs)
+
+
+def _host(fn, x):
+    """Call ``fn`` on the host when the computation runs (not when it is traced)."""
+    return jax.pure_callback(lambda v: (fn(), v)[1], jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+
+def _sleeps(x, y, *, block, n):
+    return scale_add(_host(lambda: time.sleep(600), x), y, block=block, n=n)
+
+
+def _aborts(x, y, *, block, n):
+    return scale_add(_host(os.abort, x), y, block=block, n=n)
+
+
+hangs = pv.KernelSpec(name="hangs", kernel=_sleeps, reference=scale_add_ref, configs=configs, inputs=inputs)
+aborts = pv.KernelSpec(name="aborts", kernel=_aborts, reference=scale_add_ref, configs=configs, inputs=inputs)
+
+
+def _reference_raises(x, y, *, block, n):
+    raise ValueError("reference cannot take this")
+
+
+bad_reference = pv.KernelSpec(name="bad_reference", kernel=scale_add, reference=_reference_raises,
+                              configs=configs, inputs=inputs)
+bad_inputs = pv.KernelSpec(name="bad_inputs", kernel=scale_add, reference=scale_add_ref, configs=configs,
+                           inputs=lambda config: st.just([np.zeros(config["n"], np.float32)] * 2))
