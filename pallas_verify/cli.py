@@ -23,7 +23,43 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--profile", default="dev", help="Hypothesis profile: dev, ci or nightly")
     verify.add_argument("--json", default=None, metavar="PATH", help="write the JSON report here")
     sub.add_parser("backends", help="list every backend and whether it is available here")
+    _fuzz_parser(sub)
+    replay = sub.add_parser("replay", help="re-run every finding of a JSON report through its reproducer")
+    replay.add_argument("report", metavar="REPORT.json")
+    _conformance_parser(sub)
     return parser
+
+
+def _conformance_parser(sub: argparse._SubParsersAction) -> None:
+    for name, help_text, kernels, out in (
+        ("conformance", "the feature x backend matrix of the bundled kernels", "*", "pv-out/conformance"),
+        ("demo", "verify a few bundled kernels on every available backend", "ragged_add,matmul_f32,softmax",
+         "pv-out/demo"),
+    ):
+        cmd = sub.add_parser(name, help=help_text)
+        cmd.add_argument("--kernels", default=kernels, metavar="PATTERN", help="fnmatch pattern(s), comma-separated")
+        cmd.add_argument("--backends", default=None, help="comma-separated backend names (default: all)")
+        cmd.add_argument("--max-examples", type=int, default=3, metavar="N")
+        cmd.add_argument("--profile", default="ci", help="Hypothesis profile: dev, ci or nightly")
+        cmd.add_argument("--out", default=out, metavar="DIR")
+
+
+def _fuzz_parser(sub: argparse._SubParsersAction) -> None:
+    import os
+
+    fuzz = sub.add_parser("fuzz", help="spend a time budget searching many kernels x backends (nightly)")
+    fuzz.add_argument("targets", nargs="*", metavar="TARGET",
+                      help="spec files or modules (default: the bundled catalog and upstream wrappers)")
+    fuzz.add_argument("--kernels", default="*", metavar="PATTERN", help="fnmatch pattern over spec names")
+    fuzz.add_argument("--backends", default=None, help="comma-separated backend names (default: all available)")
+    fuzz.add_argument("--budget", default="30m", help="wall-time budget, e.g. 90s, 30m, 1h30m (default 30m)")
+    fuzz.add_argument("--out", default="pv-fuzz", metavar="DIR",
+                      help="reports, reproducers and the failure database (DIR/db) go here")
+    fuzz.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
+                      help="worker processes (default: the CPU count)")
+    fuzz.add_argument("--seed", type=int, default=None)
+    fuzz.add_argument("--slice-examples", type=int, default=5, metavar="N", help="examples per slice (default 5)")
+    fuzz.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS", help="per-case time limit")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +108,40 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if report.findings else EXIT_CLEAN
 
 
-_COMMANDS = {"verify": _cmd_verify, "backends": _cmd_backends}
+def _cmd_fuzz(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pallas_verify.fuzz import FuzzOptions, fuzz, parse_budget
+
+    backends = tuple(b for b in args.backends.split(",") if b) if args.backends else None
+    options = FuzzOptions(targets=tuple(args.targets), kernels=args.kernels, backends=backends,
+                          budget_s=parse_budget(args.budget), out_dir=Path(args.out), workers=args.workers,
+                          seed=args.seed, slice_examples=args.slice_examples, timeout_s=args.timeout)
+    report = fuzz(options)
+    return EXIT_FINDINGS if report.findings else EXIT_CLEAN
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from pallas_verify.fuzzdb import replay_report
+
+    return replay_report(args.report)
+
+
+def _cmd_conformance(args: argparse.Namespace) -> int:
+    from pallas_verify.conformance import bundled_specs, run_conformance
+    from pallas_verify.render import write_reports
+    from pallas_verify.summary import print_summary
+
+    report = run_conformance(bundled_specs(args.kernels), backends=args.backends, max_examples=args.max_examples,
+                             profile=args.profile, out_dir=args.out)
+    print_summary(report)
+    paths = write_reports(report, args.out, formats=("json", "md", "html", "xml"))
+    print("reports: " + ", ".join(str(p) for p in paths.values()))
+    return EXIT_FINDINGS if report.findings else EXIT_CLEAN
+
+
+_COMMANDS = {"verify": _cmd_verify, "backends": _cmd_backends, "fuzz": _cmd_fuzz, "replay": _cmd_replay,
+             "conformance": _cmd_conformance, "demo": _cmd_conformance}
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,0 +1,382 @@
+"""The pytest plugin: every module-level KernelSpec of a test module is a test per backend.
+
+A spec ``matmul`` collected with the default backends gives the items
+``matmul[interpret]``, ``matmul[tpu_interpret]`` and ``matmul[gpu_interpret]``; ``-k``,
+``-n auto`` and reruns work on them like on any test. Specs built inside a test go
+through :func:`kernel_test`.
+
+Cheap to import: nothing here imports jax, hypothesis or the engine at module level;
+they are imported inside hooks, and only once a KernelSpec has been seen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import re
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pallas_verify.report import Report
+    from pallas_verify.spec import KernelSpec
+
+__all__ = ["DEFAULT_BACKENDS", "KernelFindingsError", "KernelItem", "PluginOptions", "kernel_test"]
+
+#: The backends the plugin runs unless ``--pv-backends`` names others: the interpreters.
+DEFAULT_BACKENDS: tuple[str, ...] = ("interpret", "tpu_interpret", "gpu_interpret")
+
+_OPTIONS = pytest.StashKey["PluginOptions"]()
+_REPORT = pytest.StashKey["Report"]()
+_SEEN = pytest.StashKey[set]()
+_STARTED = pytest.StashKey[float]()
+_WRITTEN = pytest.StashKey[dict]()
+_PARTS = ".parts"
+_active: list[PluginOptions] = []  # the options of the running session, for kernel_test
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PluginOptions:
+    """The session's pallas-verify options.
+
+    Attributes:
+      backends: backend names each spec is tested on; default DEFAULT_BACKENDS.
+      max_examples: examples per backend; None (default) keeps the profile's.
+      profile: Hypothesis settings profile (dev, ci, nightly); default "dev".
+      seed: the session's seed; None under a deterministic profile (ci).
+      report_dir: where the session's report is written; None (default): no report.
+      out_dir: where reproducers are written; default ``pv-out`` under the rootdir.
+      timeout_s: per-case time limit in seconds; default 120.
+      isolate: the engine's isolation ("auto", "always", "never"); default "auto".
+      shrink_budget_s: seconds spent shrinking a failure per backend; default 60.
+    """
+
+    backends: tuple[str, ...] = DEFAULT_BACKENDS
+    max_examples: int | None = None
+    profile: str = "dev"
+    seed: int | None = None
+    report_dir: Path | None = None
+    out_dir: Path = Path("pv-out")
+    timeout_s: float = 120.0
+    isolate: str = "auto"
+    shrink_budget_s: float = 60.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("pallas-verify", "pallas-verify: KernelSpecs as tests")
+    group.addoption("--pv-backends", default=None, metavar="A,B",
+                    help=f"backends to test each KernelSpec on (default: {','.join(DEFAULT_BACKENDS)})")
+    group.addoption("--pv-max-examples", type=int, default=None, metavar="N",
+                    help="examples per kernel and backend (default: the profile's)")
+    group.addoption("--pv-profile", default="dev", metavar="NAME",
+                    help="Hypothesis settings profile: dev (default), ci (deterministic) or nightly")
+    group.addoption("--pv-seed", type=int, default=None, metavar="S",
+                    help="seed of the search (default: a fresh one, printed in the header)")
+    group.addoption("--pv-report", default=None, metavar="DIR",
+                    help="write the session's report (JSON, HTML, JUnit XML, Markdown) to DIR")
+    group.addoption("--pv-timeout", type=float, default=120.0, metavar="SECONDS", help="per-case time limit")
+    group.addoption("--pv-shrink-budget", type=float, default=60.0, metavar="SECONDS",
+                    help="time spent shrinking a failure to its minimal config, per backend (default 60)")
+    group.addoption("--pv-isolate", default="auto", metavar="auto|always|never",
+                    help="run cases in worker processes (auto: whenever the spec can be loaded by reference)")
+
+
+def _options(config: pytest.Config) -> PluginOptions:
+    get = config.getoption
+    if get("--pv-max-examples") is not None and get("--pv-max-examples") < 1:
+        raise pytest.UsageError(f"--pv-max-examples={get('--pv-max-examples')} must be a positive integer.")
+    backends = DEFAULT_BACKENDS
+    if get("--pv-backends") is not None:
+        backends = tuple(b.strip() for b in get("--pv-backends").split(",") if b.strip())
+        _check(lambda: [_registry().get(b) for b in backends] or _no_backends())
+    profile = get("--pv-profile")
+    _check(lambda: _profiles().profile_settings(profile))
+    _check(lambda: _isolate_choice(get("--pv-isolate")))
+    report = Path(get("--pv-report")).resolve() if get("--pv-report") else None
+    out = report / "reproducers" if report else config.rootpath / "pv-out"
+    return PluginOptions(backends=backends, max_examples=get("--pv-max-examples"), profile=profile,
+                         seed=_seed(config, profile), report_dir=report, out_dir=out,
+                         timeout_s=get("--pv-timeout"), isolate=get("--pv-isolate"),
+                         shrink_budget_s=get("--pv-shrink-budget"))
+
+
+def _check(validate: Any) -> None:
+    from pallas_verify.errors import PallasVerifyError
+
+    try:
+        validate()
+    except PallasVerifyError as exc:
+        raise pytest.UsageError(f"pallas-verify: {exc}") from None
+
+
+def _no_backends() -> None:
+    from pallas_verify.errors import InvalidArgument
+
+    raise InvalidArgument("--pv-backends names no backend; give a comma-separated list, e.g. interpret,tpu_interpret.")
+
+
+def _isolate_choice(value: str) -> None:
+    from pallas_verify.errors import InvalidArgument
+    from pallas_verify.runner import ISOLATE
+
+    if value not in ISOLATE:
+        raise InvalidArgument(f"--pv-isolate={value!r} is not one of {ISOLATE}.")
+
+
+def _registry() -> Any:
+    from pallas_verify.backends import registry
+
+    return registry
+
+
+def _profiles() -> Any:
+    from pallas_verify import profiles
+
+    return profiles
+
+
+def _seed(config: pytest.Config, profile: str) -> int | None:
+    """The given seed; the controller's on an xdist worker; else fresh (None under ci)."""
+    if config.getoption("--pv-seed") is not None:
+        return config.getoption("--pv-seed")
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "pv_seed" in workerinput:
+        return workerinput["pv_seed"]
+    return None if profile == "ci" else random.SystemRandom().randrange(2**32)
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from pallas_verify._env import configure
+
+    configure()  # before any hook imports jax
+    options = _options(config)
+    config.stash[_OPTIONS] = options
+    config.addinivalue_line("markers", "pallas_verify: a KernelSpec test collected by pallas-verify")
+    _active.append(options)
+    if options.report_dir is not None and not _is_worker(config):
+        parts = options.report_dir / _PARTS
+        for stale in parts.glob("*.json") if parts.is_dir() else []:
+            stale.unlink()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _OPTIONS in config.stash and config.stash[_OPTIONS] in _active:
+        _active.remove(config.stash[_OPTIONS])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist: every worker searches with the controller's seed."""
+    node.workerinput["pv_seed"] = node.config.stash[_OPTIONS].seed
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    o = config.stash[_OPTIONS]
+    seed = "none (deterministic profile)" if o.seed is None else f"{o.seed} (repeat with --pv-seed {o.seed})"
+    examples = o.max_examples if o.max_examples is not None else "profile default"
+    return (f"pallas-verify: seed={seed}, profile={o.profile}, backends={','.join(o.backends)}, "
+            f"max_examples={examples}")
+
+
+# -- collection ---------------------------------------------------------------------------
+
+
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> list[KernelItem] | None:
+    """A module-level KernelSpec -> one item per backend, named ``<spec.name>[<backend>]``."""
+    spec_module = sys.modules.get("pallas_verify.spec")  # no KernelSpec can exist before it is imported
+    if spec_module is None or not isinstance(obj, spec_module.KernelSpec) or not isinstance(collector, pytest.Module):
+        return None
+    seen = collector.stash.setdefault(_SEEN, set())
+    if id(obj) in seen:  # the same spec under two names is one set of tests
+        return []
+    seen.add(id(obj))
+    backends = collector.config.stash[_OPTIONS].backends
+    line = _assignment_line(collector, name)
+    return [KernelItem.from_parent(collector, name=f"{obj.name}[{b}]", spec=obj, backend=b, line=line)
+            for b in backends]
+
+
+def _assignment_line(module: pytest.Module, name: str) -> int:
+    """The 0-based line that assigns ``name`` in the module (0 when not found)."""
+    try:
+        lines = module.path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return 0
+    pattern = re.compile(rf"^{re.escape(name)}\s*(?::[^=]*)?=")
+    return next((i for i, text in enumerate(lines) if pattern.match(text)), 0)
+
+
+class KernelFindingsError(AssertionError):
+    """A kernel showed findings; the message is every finding with its evidence and reproducer."""
+
+    def __init__(self, report: Report) -> None:
+        from pallas_verify.render import findings_text
+
+        self.report = report
+        n = len(report.findings)
+        super().__init__(f"{n} finding{'s' if n != 1 else ''}:\n\n" + findings_text(report.findings))
+
+
+class KernelItem(pytest.Item):
+    """One KernelSpec on one backend: a Hypothesis search by the engine."""
+
+    def __init__(self, *, spec: KernelSpec, backend: str, line: int = 0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec, self.backend, self.line = spec, backend, line
+        self.add_marker("pallas_verify")
+        self.skip_reason = _skip_reason(spec, backend)
+        if self.skip_reason is not None:
+            self.add_marker(pytest.mark.skip(reason=self.skip_reason))
+
+    def runtest(self) -> None:
+        options = self.config.stash[_OPTIONS]
+        report = _verify(self.spec, (self.backend,), options)
+        _record(self.config, report)
+        if report.findings:
+            raise KernelFindingsError(report)
+        result = next((r for r in report.results if r.backend == self.backend), None)
+        if result is not None and result.status in ("skipped", "unsupported"):
+            pytest.skip(f"{result.status}: {result.reason}")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, KernelFindingsError):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo, style=style))
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, self.line, f"{self.name} (KernelSpec)"
+
+
+def _skip_reason(spec: KernelSpec, name: str) -> str | None:
+    """Why ``spec`` does not run on backend ``name`` here, or None."""
+    backend = _registry().get(name)
+    reason = backend.available()
+    if reason is None and not backend.platforms & set(spec.platforms):
+        reason = f"{name} serves {sorted(backend.platforms)}; the kernel targets {list(spec.platforms)}"
+    return reason
+
+
+def _verify(spec: KernelSpec, backends: Sequence[str], options: PluginOptions) -> Report:
+    from pallas_verify.engine import verify
+
+    return verify(spec, list(backends), options.max_examples, options.seed, profile=options.profile,
+                  out_dir=options.out_dir, timeout_s=options.timeout_s, isolate=options.isolate,
+                  shrink_budget_s=options.shrink_budget_s)
+
+
+def kernel_test(
+    spec: KernelSpec,
+    *,
+    backends: Sequence[str] | None = None,
+    max_examples: int | None = None,
+    seed: int | None = None,
+    profile: str | None = None,
+) -> Report:
+    """Verify a spec built inside a test; raise KernelFindingsError if anything was found.
+
+    Options left None take the session's (``--pv-*``), or the plugin's defaults outside
+    a pytest session. Backends not available here or not for the kernel's platforms are
+    skipped, as in collected items. Returns the Report when nothing was found.
+    """
+    __tracebackhide__ = True
+    base = _active[-1] if _active else PluginOptions()
+    options = dataclasses.replace(
+        base,
+        backends=tuple(backends) if backends is not None else base.backends,
+        max_examples=max_examples if max_examples is not None else base.max_examples,
+        seed=seed if seed is not None else base.seed,
+        profile=profile if profile is not None else base.profile,
+    )
+    report = _verify(spec, options.backends, options)
+    if _sessions:
+        _record(_sessions[-1], report)
+    if report.findings:
+        raise KernelFindingsError(report)
+    return report
+
+
+# -- the session's report -----------------------------------------------------------------
+
+_sessions: list[pytest.Config] = []  # running sessions (pytester nests them), innermost last
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _sessions.append(session.config)
+    session.config.stash[_REPORT] = _empty_report(session.config)
+    session.config.stash[_STARTED] = time.perf_counter()
+
+
+def _empty_report(config: pytest.Config) -> Report:
+    from pallas_verify.report import Report
+
+    o = config.stash[_OPTIONS]
+    return Report(backends=list(o.backends), seed=o.seed, profile=o.profile)
+
+
+def _record(config: pytest.Config, report: Report) -> None:
+    if _REPORT in config.stash:
+        config.stash[_REPORT].merge(report)
+
+
+def _record_skip(config: pytest.Config, spec: KernelSpec, backend: str, reason: str) -> None:
+    from pallas_verify.report import BackendResult, Report
+
+    part = Report(backends=[backend], kernels=[_kernel_entry(spec)])
+    part.results.append(BackendResult(kernel=spec.name, backend=backend, status="skipped", reason=reason))
+    _record(config, part)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Selected items skipped at collection are cells of the report too."""
+    for item in session.items:
+        if isinstance(item, KernelItem) and item.skip_reason is not None:
+            _record_skip(session.config, item.spec, item.backend, item.skip_reason)
+
+
+def _kernel_entry(spec: KernelSpec) -> dict[str, Any]:
+    return {"name": spec.name, "features": list(spec.features), "platforms": list(spec.platforms)}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if config in _sessions:
+        _sessions.remove(config)
+    options = config.stash.get(_OPTIONS, None)
+    if options is None or options.report_dir is None or _REPORT not in config.stash:
+        return
+    report = config.stash[_REPORT]
+    parts = options.report_dir / _PARTS
+    if _is_worker(config):
+        report.write_json(parts / f"{config.workerinput['workerid']}.json")
+        return
+    _write_session_report(config, report, parts)
+
+
+def _write_session_report(config: pytest.Config, report: Report, parts: Path) -> None:
+    from pallas_verify.render import write_reports
+    from pallas_verify.report import Report
+
+    for part in sorted(parts.glob("*.json")) if parts.is_dir() else []:
+        report.merge(Report.from_dict(json.loads(part.read_text())))
+        part.unlink()
+    if parts.is_dir():
+        parts.rmdir()
+    report.seconds = time.perf_counter() - config.stash[_STARTED]
+    paths = write_reports(report, config.stash[_OPTIONS].report_dir)
+    config.stash[_WRITTEN] = paths
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    paths = config.stash.get(_WRITTEN, None)
+    if paths:
+        terminalreporter.write_line(f"pallas-verify report: {paths['html']} (JSON: {paths['json']})")

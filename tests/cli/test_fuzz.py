@@ -1,0 +1,173 @@
+"""`pallas-verify fuzz` and `pallas-verify replay`: budgets, signatures, reports, signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from pallas_verify.findings import Finding
+from pallas_verify.fuzz import FuzzOptions, parse_budget
+from pallas_verify.fuzzdb import signature
+
+PV = [sys.executable, "-m", "pallas_verify.cli"]
+
+# An index_map off by one block: block i reads input block i + 1.
+BUGGY = textwrap.dedent('''
+    from __future__ import annotations
+
+    import jax
+    import numpy as np
+    from hypothesis import strategies as st
+    from jax.experimental import pallas as pl
+
+    import pallas_verify as pv
+
+    SHIFT = {shift}
+
+
+    def _body(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+
+
+    def kernel(x, *, block):
+        nb = x.shape[0] // block
+        return pl.pallas_call(
+            _body, grid=(nb,),
+            in_specs=[pl.BlockSpec((block, 128), lambda i: ((i + SHIFT) % nb, 0))],
+            out_specs=pl.BlockSpec((block, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+
+    def reference(x, *, block):
+        return x + 1.0
+
+
+    def inputs(config):
+        return st.just((np.arange(config["block"] * 256, dtype=np.float32).reshape(-1, 128),))
+
+
+    PLUS_ONE = pv.KernelSpec(name="plus_one", kernel=kernel, reference=reference, inputs=inputs,
+                             configs=st.fixed_dictionaries({{"block": st.sampled_from([8, 16])}}))
+''')
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("30m", 1800), ("1h30m", 5400), ("45", 45), ("1.5m", 90)])
+def test_budgets_parse(text, seconds):
+    assert parse_budget(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: parse_budget("soon"), "budget='soon' is not a duration; write e.g. 90s, 30m or 1h30m"),
+        (lambda: parse_budget("0s"), "budget='0s' must be more than zero seconds"),
+        (lambda: FuzzOptions(workers=0), "workers=0 must be a positive integer"),
+        (lambda: FuzzOptions(slice_examples=True), "slice_examples=True must be a positive integer"),
+    ],
+)
+def test_bad_fuzz_arguments(call, message):
+    from pallas_verify.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=message.replace("(", r"\(").replace(")", r"\)")):
+        call()
+
+
+def test_signature_ignores_numbers_and_addresses_only():
+    def f(message: str, backend: str = "interpret") -> Finding:
+        return Finding(kind="mismatch", kernel="k", backend=backend, message=message)
+
+    one = f("out: 12/48 bad (25%), max abs 3.5e-02 at 0x7f00aa")
+    assert signature(one) == signature(f("out: 7/96 bad (7%), max abs 1.25 at 0x55aa"))
+    assert signature(one) != signature(f("out: 12/48 bad (25%), max abs 3.5e-02 at 0x7f00aa", "tpu_interpret"))
+    assert signature(one) != signature(f("out[1]: 12/48 NaN"))
+
+
+def test_replay_of_an_unreadable_report_is_a_usage_error(tmp_path, capsys):
+    from pallas_verify.cli import main
+
+    (tmp_path / "bad.json").write_text("{")
+    assert main(["replay", str(tmp_path / "bad.json")]) == 2
+    assert "is not a readable pallas-verify JSON report" in capsys.readouterr().err
+
+
+def _run(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    return subprocess.run([*PV, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@pytest.mark.slow
+def test_replay_says_whether_a_mutant_finding_still_reproduces(tmp_path):
+    spec = tmp_path / "plus_one.py"
+    spec.write_text(BUGGY.format(shift=1))
+    found = _run(["verify", str(spec), "--backends", "interpret", "--max-examples", "2", "--out", "out",
+                  "--json", "out/r.json"], tmp_path)
+    assert found.returncode == 1, found.stderr
+    replay = _run(["replay", "out/r.json"], tmp_path)
+    assert replay.returncode == 1, replay.stderr
+    assert "STILL REPRODUCES  mismatch in plus_one on interpret" in replay.stdout
+    spec.write_text(BUGGY.format(shift=0))  # the fix
+    fixed = _run(["replay", "out/r.json"], tmp_path)
+    assert fixed.returncode == 0, fixed.stderr
+    assert "FIXED             mismatch in plus_one on interpret" in fixed.stdout
+
+
+@pytest.mark.slow
+def test_fuzz_dedups_keeps_a_database_and_replays_it_first(tmp_path):
+    spec = tmp_path / "plus_one.py"
+    spec.write_text(BUGGY.format(shift=1))
+    args = ["fuzz", str(spec), "--backends", "interpret", "--budget", "20s", "--workers", "1", "--slice-examples", "2",
+            "--out", "out", "--seed", "1"]
+    first = _run(args, tmp_path)
+    assert first.returncode == 1, first.stderr
+    data = json.loads((tmp_path / "out/report.json").read_text())
+    assert [(f["kind"], f["backend"]) for f in data["findings"]] == [("mismatch", "interpret")]  # one, not one per slice
+    assert len(list((tmp_path / "out/db").glob("*.json"))) == 1
+    second = _run([*args[:5], "15s", *args[6:]], tmp_path)
+    assert "1 known findings to replay" in second.stderr
+    assert "(still reproduces)" in second.stderr
+    again = json.loads((tmp_path / "out/report.json").read_text())["findings"]
+    assert again[0]["evidence"]["replayed_from"].endswith(".json")
+
+
+def _check_reports(out: Path) -> dict:
+    data = json.loads((out / "report.json").read_text())
+    assert data["kernels"]
+    assert data["backends"]
+    ET.fromstring((out / "report.junit.xml").read_text())
+    assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
+    return data
+
+
+@pytest.mark.slow
+def test_fuzz_over_the_catalog_writes_json_junit_and_html(tmp_path):
+    started = time.monotonic()
+    done = _run(["fuzz", "--budget", "90s", "--out", "out", "--workers", "2", "--slice-examples", "2"], tmp_path, 400)
+    assert done.returncode in (0, 1), done.stderr
+    data = _check_reports(tmp_path / "out")
+    assert not data["interrupted"]
+    assert sum(r["examples"] for k in data["kernels"] for r in k["results"].values()) > 0
+    assert time.monotonic() - started < 90 + 30 + 60  # budget + grace + start-up
+
+
+@pytest.mark.slow
+def test_fuzz_interrupted_by_sigint_still_writes_its_report(tmp_path):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.Popen([*PV, "fuzz", "--budget", "10m", "--out", "out", "--workers", "2",
+                             "--slice-examples", "2"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(45)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode in (0, 1), err
+    data = _check_reports(tmp_path / "out")
+    assert data["interrupted"] is True
+    assert "(interrupted)" in err

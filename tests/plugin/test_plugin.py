@@ -1,0 +1,127 @@
+"""The pytest plugin: KernelSpecs collected per backend, failures with evidence, options."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+FAST = ("--pv-max-examples", "2", "--pv-isolate", "never", "-p", "no:cacheprovider")
+
+
+def test_module_level_spec_is_one_item_per_default_backend(pytester, spec_file, spec_line):
+    spec_file(spec_line("DOUBLE", "double"))
+    result = pytester.runpytest("--collect-only", "-q")
+    result.stdout.fnmatch_lines([
+        "test_kernels.py::double[[]interpret[]]",
+        "test_kernels.py::double[[]tpu_interpret[]]",
+        "test_kernels.py::double[[]gpu_interpret[]]",
+        "3 tests collected*",
+    ])
+
+
+def test_header_prints_seed_profile_and_backends(pytester, spec_file, spec_line):
+    spec_file(spec_line("DOUBLE", "double"))
+    result = pytester.runpytest("--collect-only", "--pv-seed", "7", "--pv-backends", "interpret")
+    result.stdout.fnmatch_lines(["pallas-verify: seed=7 (repeat with --pv-seed 7), profile=dev, backends=interpret*"])
+    ci = pytester.runpytest("--collect-only", "--pv-profile", "ci")
+    ci.stdout.fnmatch_lines(["pallas-verify: seed=none (deterministic profile), profile=ci*"])
+
+
+def test_correct_spec_passes_and_k_selects_one_backend(pytester, spec_file, spec_line):
+    spec_file(spec_line("DOUBLE", "double"))
+    result = pytester.runpytest(*FAST, "-k", "double and not tpu and not gpu", "-v")
+    result.stdout.fnmatch_lines(["*double[[]interpret[]] PASSED*"])
+    result.assert_outcomes(passed=1, deselected=2)
+
+
+def test_buggy_spec_fails_with_evidence_and_reproducer(pytester, spec_file, spec_line):
+    spec_file(spec_line("SHIFTED", "double_shifted", shift=1))
+    result = pytester.runpytest("--pv-max-examples", "2", "--pv-backends", "interpret", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*double_shifted[[]interpret[]]*",
+        "1 finding:",
+        "[[]mismatch[]] double_shifted on interpret",
+        "outputs differ from the reference:",
+        "out: shape=(16, 128) dtype=float32: 2048/2048 bad*",
+        "minimal config: {'block': 8}",
+        "reproduce: python *double_shifted-mismatch-interpret.py",
+    ])
+    script = next(pytester.path.glob("pv-out/double_shifted-mismatch-interpret.py"))
+    assert "SPEC = 'test_kernels:SHIFTED'" in script.read_text()
+
+
+def test_backend_of_another_platform_is_collected_as_skipped(pytester, spec_file, spec_line):
+    spec_file(spec_line("GPU_ONLY", "gpu_only", platforms=("gpu",)))
+    result = pytester.runpytest(*FAST, "--pv-backends", "tpu_interpret", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.re_match_lines([r"SKIPPED \[1\] test_kernels.py(:\d+)?: tpu_interpret serves \['tpu'\]; the kernel targets \['gpu'\]"])
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (("--pv-backends", "tpu_interprett"), "*backend='tpu_interprett' is not a known backend*tpu_interpret*"),
+        (("--pv-backends", ","), "*--pv-backends names no backend*"),
+        (("--pv-profile", "nightlyy"), "*profile='nightlyy' is not one of ('dev', 'ci', 'nightly')*"),
+        (("--pv-max-examples", "0"), "*--pv-max-examples=0 must be a positive integer*"),
+        (("--pv-isolate", "sometimes"), "*--pv-isolate='sometimes' is not one of*"),
+    ],
+)
+def test_bad_options_are_usage_errors(pytester, option, message):
+    result = pytester.runpytest(*option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_report_dir_gets_json_html_and_junit(pytester, spec_file, spec_line):
+    spec_file(spec_line("DOUBLE", "double", platforms=("tpu",)),
+              spec_line("SHIFTED", "double_shifted", shift=1, platforms=("tpu",)))
+    result = pytester.runpytest(*FAST, "--pv-backends", "interpret,gpu_interpret", "--pv-report", "rep",
+                                "--pv-shrink-budget", "5")
+    result.assert_outcomes(passed=1, failed=1, skipped=2)
+    result.stdout.fnmatch_lines(["pallas-verify report: *rep/report.html (JSON: *rep/report.json)"])
+    data = json.loads((pytester.path / "rep" / "report.json").read_text())
+    cells = {(k["name"], b): r["status"] for k in data["kernels"] for b, r in k["results"].items()}
+    assert cells[("double", "interpret")] == "pass"
+    assert cells[("double_shifted", "interpret")] == "fail"
+    assert cells[("double_shifted", "gpu_interpret")] == "skipped"
+    assert [f["kind"] for f in data["findings"]] == ["mismatch"]
+    assert (pytester.path / "rep" / "report.junit.xml").is_file()
+    assert "double_shifted" in (pytester.path / "rep" / "report.html").read_text()
+
+
+def test_kernel_test_verifies_a_spec_built_in_a_function(pytester, spec_file, spec_line):
+    spec_file(extra='''
+
+def test_built_here():
+    spec = pv.KernelSpec(name="inner_shifted", kernel=_make(1), reference=reference, configs=CONFIGS,
+                         inputs=inputs)
+    pv_plugin.kernel_test(spec, backends=["interpret"])
+
+
+def test_built_here_and_correct():
+    spec = pv.KernelSpec(name="inner", kernel=_make(0), reference=reference, configs=CONFIGS, inputs=inputs)
+    report = pv_plugin.kernel_test(spec, backends=["interpret"])
+    assert [r.status for r in report.results] == ["pass"]
+''', stem="inner")
+    pytester.makeconftest("from pallas_verify import plugin as pv_plugin\nimport builtins\nbuiltins.pv_plugin = pv_plugin\n")
+    result = pytester.runpytest(*FAST)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*KernelFindingsError: 1 finding:*", "*[[]mismatch[]] inner_shifted on interpret"])
+
+
+@pytest.mark.slow
+def test_xdist_runs_items_in_workers_and_merges_the_report(pytester, spec_file, spec_line):
+    spec_file(spec_line("DOUBLE", "double"), spec_line("SHIFTED", "double_shifted", shift=1))
+    result = pytester.runpytest_subprocess(*FAST, "-n", "2", "--pv-backends", "interpret,tpu_interpret",
+                                           "--pv-report", "rep", "--pv-shrink-budget", "5", "--pv-seed", "3")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(["*created: 2/2 workers*"])
+    data = json.loads((pytester.path / "rep" / "report.json").read_text())
+    assert data["seed"] == 3
+    assert sorted((f["kernel"], f["backend"]) for f in data["findings"]) == [
+        ("double_shifted", "interpret"), ("double_shifted", "tpu_interpret")]
+    assert len([b for k in data["kernels"] for b in k["results"]]) == 4
+    assert not (pytester.path / "rep" / ".parts").exists()
