@@ -159,7 +159,7 @@ class Runner:
         judged = transforms.judged(case, expected)
         found = oracles.outcome_findings(judged, outcome, expected if backend.executes else None, paths)
         if found or not outcome.ok:
-            return found
+            return [self._blamed(f, judged, outcome, expected) for f in found]
         found = self._metamorphic(backend, case, outcome, paths)
         if not found and backend.executes and transform is None:
             found = self._divergence(key, case, outcome, paths)
@@ -167,13 +167,13 @@ class Runner:
             found = transforms.per_example_findings(case, outcome, self.run, paths)
         return found
 
-    def _blamed(self, finding: Finding, inputs: Sequence[np.ndarray], outcome: Outcome, expected: Sequence[np.ndarray]) -> Finding:
+    def _blamed(self, finding: Finding, judged: Case, outcome: Outcome, expected: Sequence[np.ndarray]) -> Finding:
         if finding.kind != "mismatch" or outcome.outputs is None or len(outcome.outputs) != len(expected):
             return finding
-        table = oracles.compare_outputs(["out"] * len(expected), outcome.outputs, expected, self.spec.tolerance)
+        table = oracles.compare_outputs(["out"] * len(expected), outcome.outputs, expected, judged.spec.tolerance)
         errors = [np.abs(np.asarray(a, np.float64) - np.asarray(e, np.float64)) if c.bad is not None else None
                   for c, a, e in zip(table, outcome.outputs, expected, strict=True)]
-        return with_blame(finding, self.spec, inputs, [c.bad for c in table], errors)
+        return with_blame(finding, self.spec, judged.inputs, [c.bad for c in table], errors)
 
     def _divergence(self, key: str, case: Case, outcome: Outcome, paths: list[str]) -> list[Finding]:
         """Compare with every other backend that ran this very example and passed."""
@@ -235,7 +235,7 @@ def with_blame(finding: Finding, spec: KernelSpec, inputs: Sequence[np.ndarray],
     from pallas_verify import blame, gridtrace
 
     try:
-        calls = gridtrace.grid_mappings(spec.kernel, inputs, finding.config)
+        calls = gridtrace.grid_mappings(transforms.kernel_under(spec, finding.transform), inputs, finding.config)
         result = blame.blame_outputs(calls, masks, errors)
     except Exception as exc:  # blame is evidence, never a reason to lose the finding
         return dataclasses.replace(finding, evidence={**finding.evidence, "blame_error": f"{type(exc).__name__}: {exc}"})

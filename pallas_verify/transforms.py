@@ -1,19 +1,304 @@
-"""Transforms applied to a kernel before it runs (``KernelSpec.transforms``)."""
+"""Transforms checked like outputs: the kernel under ``jax.vmap`` or ``jax.vjp``.
+
+A transformed example is a pure function of an extended input tuple, so a reproducer
+saves that tuple in its ``.npz`` and reruns the transformed call:
+
+- ``vmap``: every input gains a leading batch axis (per-example inputs drawn from
+  ``spec.inputs(config)``, stacked). The kernel under ``jax.vmap`` must match the
+  reference applied per example, and the kernel applied per example on the same backend.
+  Outputs are named ``vmap(out)``.
+- ``grad``: the inputs are the primal inputs, then one cotangent per floating-point
+  output of the reference, then the primal layout ``arange(n_primals)`` (its length says
+  where the primals end). The kernel's VJP (through its ``custom_vjp``, i.e. its backward
+  kernels) must match the reference's VJP for every floating-point input; integer and
+  bool inputs (metadata) are not differentiated. Outputs are named ``grad(argI)``.
+
+``RULES`` is the one table of transforms; its names are ``spec.TRANSFORMS``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pallas_verify.errors import InvalidArgument
-from pallas_verify.spec import TRANSFORMS
+import numpy as np
+from hypothesis import strategies as st
 
-__all__ = ["transformed"]
+from pallas_verify.case import Case, ErrorInfo, Outcome
+from pallas_verify.errors import InvalidArgument, InvalidSpec
+from pallas_verify.findings import Finding
+from pallas_verify.spec import TRANSFORMS, KernelSpec, Tolerance
+
+__all__ = [
+    "GRAD_TOLERANCE_FACTOR",
+    "MAX_BATCH",
+    "RULES",
+    "expected_outputs",
+    "extend",
+    "judged",
+    "kernel_under",
+    "per_example_findings",
+    "transformed",
+    "upstream_limitation",
+]
+
+#: Largest batch ``vmap`` draws (shrinks towards 1).
+MAX_BATCH = 3
+#: Gradients sum over the axes the forward broadcast over (an extra reduction per
+#: input): their tolerance is the forward's times this factor, and the absolute part is
+#: scaled by the largest expected gradient (rounding grows with the terms, not the sum).
+GRAD_TOLERANCE_FACTOR = 8.0
+
+Arrays = tuple[np.ndarray, ...]
+
+
+def _inexact(dtype: Any) -> bool:
+    import jax.numpy as jnp
+
+    return bool(jnp.issubdtype(dtype, jnp.inexact))
+
+
+# --- vmap ---------------------------------------------------------------------------
+
+def _vmap_extend(data: st.DataObject, spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays,
+                 more: Callable[[], Arrays]) -> Arrays:
+    if not inputs:
+        raise InvalidSpec(f"KernelSpec {spec.name!r} declares transforms=('vmap',) but its kernel takes "
+                          "no inputs to batch; drop 'vmap' from its transforms.")
+    batch = data.draw(st.integers(1, MAX_BATCH), label="batch")
+    examples = [inputs] + [more() for _ in range(batch - 1)]
+    layouts = {tuple((x.shape, str(x.dtype)) for x in ex) for ex in examples}
+    if len(layouts) > 1:
+        raise InvalidSpec(f"KernelSpec {spec.name!r} declares 'vmap' but spec.inputs({dict(config)!r}) drew "
+                          f"inputs of different shapes for one config: {sorted(layouts)}; draw shapes from the "
+                          "config so every example of a batch has the same shapes.")
+    return tuple(np.stack([ex[i] for ex in examples]) for i in range(len(inputs)))
+
+
+def _vmap_wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+    import jax
+
+    return jax.vmap(fn)
+
+
+def _unbatch(inputs: Arrays, b: int) -> Arrays:
+    return tuple(np.asarray(x[b]) for x in inputs)
+
+
+def _vmap_expected(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
+    from pallas_verify.runner import reference_outputs
+
+    per_example = [reference_outputs(spec, config, _unbatch(inputs, b)) for b in range(len(inputs[0]))]
+    outputs = [np.stack(leaves) for leaves in zip(*(outs for outs, _ in per_example), strict=True)]
+    return outputs, [f"vmap({p})" for p in per_example[0][1]]
+
+
+# --- grad ---------------------------------------------------------------------------
+
+def _grad_extend(data: st.DataObject, spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays,
+                 more: Callable[[], Arrays]) -> Arrays:
+    import jax
+
+    del more
+    if not any(_inexact(x.dtype) for x in inputs):
+        raise InvalidSpec(f"KernelSpec {spec.name!r} declares transforms=('grad',) but drew no floating-point "
+                          f"input (dtypes {[str(x.dtype) for x in inputs]}); drop 'grad' from its transforms.")
+    try:
+        shapes = jax.tree.leaves(jax.eval_shape(functools.partial(spec.reference, **config), *inputs))
+    except Exception:  # the runner reports the reference's failure on this very example
+        shapes = []
+    floats = [s for s in shapes if _inexact(s.dtype)]
+    seed = data.draw(st.integers(0, 2**32 - 1), label="cotangent")
+    rng = np.random.default_rng(seed)
+    cotangents = tuple(rng.standard_normal(s.shape).astype(s.dtype) for s in floats)
+    return (*inputs, *cotangents, np.arange(len(inputs), dtype=np.int32))
+
+
+def _split(xs: Sequence[Any]) -> tuple[Sequence[Any], Sequence[Any]]:
+    """(primals, cotangents) of a grad example: the last array's length counts the primals."""
+    n = xs[-1].shape[0]
+    return xs[:n], xs[n:-1]
+
+
+def _vjp(fn: Callable[..., Any], xs: Sequence[Any]) -> tuple[Any, ...]:
+    """The VJP of ``fn`` at the primals of ``xs`` with its cotangents, per float input."""
+    import jax
+    import jax.numpy as jnp
+
+    primals, cotangents = _split(xs)
+    diff = [i for i, x in enumerate(primals) if _inexact(x.dtype)]
+
+    def of_floats(*values: Any) -> Any:
+        args = list(primals)
+        for i, value in zip(diff, values, strict=True):
+            args[i] = value
+        return fn(*args)
+
+    out, pullback = jax.vjp(of_floats, *(primals[i] for i in diff))
+    leaves, tree = jax.tree.flatten(out)
+    n_float = sum(_inexact(leaf.dtype) for leaf in leaves)
+    if n_float != len(cotangents):
+        raise ValueError(f"the function returns {n_float} floating-point outputs but the reference "
+                         f"returns {len(cotangents)}: their output structures differ.")
+    it = iter(cotangents)
+    cts = [jnp.asarray(next(it)).astype(leaf.dtype) if _inexact(leaf.dtype)
+           else np.zeros(leaf.shape, jax.dtypes.float0) for leaf in leaves]
+    return tuple(pullback(jax.tree.unflatten(tree, cts)))
+
+
+def _grad_wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda *xs: _vjp(fn, xs)
+
+
+@functools.cache
+def _jit_reference_vjp(reference: Any, config_items: tuple[tuple[str, Any], ...]) -> Any:
+    import jax
+
+    return jax.jit(_grad_wrap(functools.partial(reference, **dict(config_items))))
+
+
+def _grad_expected(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
+    import jax
+
+    try:
+        fn = _jit_reference_vjp(spec.reference, tuple(sorted(config.items())))
+    except TypeError:  # unhashable config values: no cache
+        fn = jax.jit(_grad_wrap(functools.partial(spec.reference, **config)))
+    grads = jax.block_until_ready(fn(*inputs))
+    primals, _ = _split(inputs)
+    paths = [f"grad(arg{i})" for i, x in enumerate(primals) if _inexact(x.dtype)]
+    return [np.asarray(g) for g in grads], paths
+
+
+def _grad_tolerance(spec: KernelSpec, expected: Sequence[np.ndarray]) -> Tolerance | None:
+    from pallas_verify.tolerance import default_tolerance
+
+    if not expected:
+        return spec.tolerance
+    base = spec.tolerance or max((default_tolerance(e.dtype) for e in expected), key=lambda t: t.rtol)
+    finite = [np.abs(e[np.isfinite(e)].astype(np.float64)) for e in expected]
+    scale = max((float(f.max()) for f in finite if f.size), default=0.0)
+    factor = GRAD_TOLERANCE_FACTOR
+    return Tolerance(rtol=factor * base.rtol, atol=factor * (base.atol + base.rtol * scale))
+
+
+# --- the table ----------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Rule:
+    """How one transform extends an example, wraps the kernel and computes the expected.
+
+    Attributes:
+      name: the transform's name (one of ``spec.TRANSFORMS``).
+      extend: ``(data, spec, config, inputs, more) -> extended inputs``; ``more()`` draws
+        another example's inputs for the same config.
+      wrap: the kernel (bound to its config) -> the transformed call of the extended inputs.
+      expected: ``(spec, config, extended inputs) -> (outputs, paths)`` from the reference.
+      tolerance: ``(spec, expected outputs) -> Tolerance`` used to compare; None: the spec's.
+    """
+
+    name: str
+    extend: Callable[..., Arrays]
+    wrap: Callable[[Callable[..., Any]], Callable[..., Any]]
+    expected: Callable[..., tuple[list[np.ndarray], list[str]]]
+    tolerance: Callable[[KernelSpec, Sequence[np.ndarray]], Tolerance | None] | None = None
+
+
+RULES: Mapping[str, Rule] = {
+    "vmap": Rule(name="vmap", extend=_vmap_extend, wrap=_vmap_wrap, expected=_vmap_expected),
+    "grad": Rule(name="grad", extend=_grad_extend, wrap=_grad_wrap, expected=_grad_expected,
+                 tolerance=_grad_tolerance),
+}
+assert tuple(RULES) == TRANSFORMS, "every transform of spec.TRANSFORMS needs exactly one rule"
+
+
+def _rule(transform: str) -> Rule:
+    if transform not in RULES:
+        raise InvalidArgument(f"transform={transform!r} is not one of {TRANSFORMS}.")
+    return RULES[transform]
 
 
 def transformed(fn: Callable[..., Any], transform: str | None, case: Any) -> Callable[..., Any]:
-    """``fn`` under ``transform`` (None: ``fn`` itself)."""
+    """``fn`` (the kernel bound to its config) under ``transform`` (None: ``fn`` itself)."""
     del case
+    return fn if transform is None else _rule(transform).wrap(fn)
+
+
+def kernel_under(spec: KernelSpec, transform: str | None) -> Callable[..., Any]:
+    """``kernel(*inputs, **config)`` under ``transform``: what blame should trace."""
     if transform is None:
-        return fn
-    raise InvalidArgument(f"transform={transform!r} is not one of {TRANSFORMS}.")
+        return spec.kernel
+    wrap = _rule(transform).wrap
+    return lambda *xs, **config: wrap(functools.partial(spec.kernel, **config))(*xs)
+
+
+def extend(transform: str, data: st.DataObject, *, spec: KernelSpec, config: Mapping[str, Any],
+           inputs: Arrays, more: Callable[[], Arrays]) -> Arrays:
+    """The example's inputs extended with the transform's own draws (batch, cotangent)."""
+    return _rule(transform).extend(data, spec, config, inputs, more)
+
+
+def expected_outputs(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays,
+                     transform: str) -> tuple[list[np.ndarray], list[str]]:
+    """The reference under ``transform`` on the extended ``inputs``: (outputs, paths)."""
+    return _rule(transform).expected(spec, config, inputs)
+
+
+def judged(case: Case, expected: Sequence[np.ndarray] | None) -> Case:
+    """``case`` with the tolerance its transform compares with (grad: scaled)."""
+    rule = RULES.get(case.transform or "")
+    if rule is None or rule.tolerance is None or expected is None:
+        return case
+    tolerance = rule.tolerance(case.spec, expected)
+    return dataclasses.replace(case, spec=dataclasses.replace(case.spec, tolerance=tolerance))
+
+
+# Upstream interpreter limitations under a transform: (transform, backend, traceback
+# marker, reason). Recognised by where the error was raised.
+_LIMITATIONS = (
+    ("vmap", "tpu_interpret", "_get_randomized_grid_coordinates",
+     "TPU interpret mode (JAX 0.12) cannot run jax.vmap of a pallas_call that sets "
+     "dimension_semantics: vmap adds a grid dimension without a semantic and the "
+     "interpreter's grid randomisation zips the grid with the semantics (ValueError: "
+     "safe_zip length mismatch); vmap is checked on interpret and on mosaic_tpu, whose "
+     "lowering adds a 'parallel' semantic per vmapped dimension"),
+    ("vmap", "gpu_interpret", "unexpected keyword argument 'kernel_arg_transforms'",
+     "GPU interpret mode (JAX 0.12) cannot run jax.vmap of a pallas_call: pallas_call's "
+     "batching rule rejects the kernel_arg_transforms parameter that GPU interpret mode "
+     "sets (TypeError); vmap is checked on interpret"),
+)
+
+
+def upstream_limitation(case: Case, error: ErrorInfo | None) -> str | None:
+    """Why ``case``'s transform cannot run on its backend upstream, or None."""
+    if error is None or case.transform is None:
+        return None
+    for transform, backend, marker, reason in _LIMITATIONS:
+        where = error.traceback + error.message
+        if case.transform == transform and case.backend == backend and marker in where:
+            return reason
+    return None
+
+
+def per_example_findings(case: Case, outcome: Outcome, run: Callable[[Case], Outcome],
+                         paths: Sequence[str]) -> list[Finding]:
+    """vmap: each example of the batch must match the kernel run on that example alone."""
+    from pallas_verify.oracles import compare_outputs
+
+    if case.transform != "vmap" or outcome.outputs is None:
+        return []
+    for b in range(len(case.inputs[0])):
+        alone = run(dataclasses.replace(case, inputs=_unbatch(case.inputs, b), transform=None))
+        if not alone.ok or alone.outputs is None:
+            continue  # the bare kernel's own failure is the bare search's finding
+        batched = [np.asarray(out[b]) for out in outcome.outputs]
+        table = compare_outputs([f"{p}[{b}]" for p in paths], batched, alone.outputs, case.spec.tolerance)
+        bad = [c.describe() for c in table if not c.ok]
+        if bad:
+            return [Finding(kind="mismatch", kernel=case.spec.name, backend=case.backend, config=dict(case.config),
+                            mode=dict(case.mode), transform="vmap", evidence={"outputs": bad, "example": b},
+                            message=f"under vmap, example {b} of the batch differs from the kernel run on that "
+                            "example alone:\n" + "\n".join(bad))]
+    return []

@@ -37,6 +37,8 @@ def test_off_by_one_block_is_a_shrunk_mismatch_with_a_working_reproducer(tmp_pat
     # Shrunk: two blocks is the least that shows a one-block shift.
     assert finding.config["block"] == 128 and 129 <= finding.config["n"] <= 256
     assert "outputs differ from the reference" in finding.message and "first bad at" in finding.message
+    assert "written at grid points" in finding.message  # blame: bad blocks -> grid points
+    assert finding.evidence["blame"]["block_errors"]
     assert cells(report)["interpret"].status == "fail"
     script = Path(finding.reproducer)
     assert script.with_suffix(".npz").exists()
