@@ -161,6 +161,9 @@ def jax_env_defaults(environ: Mapping[str, str], *, tpu: bool, gpu: bool) -> dic
     if not tpu and not gpu:
         defaults["JAX_PLATFORMS"] = "cpu"
     if not tpu:
+        # Compile-only use: let several processes (xdist workers, compile workers) load
+        # libtpu at once instead of failing on /tmp/libtpu_lockfile.
+        defaults["ALLOW_MULTIPLE_LIBTPU_LOAD"] = "1"
         defaults["TPU_WORKER_HOSTNAMES"] = "localhost"
         defaults["TPU_ACCELERATOR_TYPE"] = "v5litepod-1"
     return {k: v for k, v in defaults.items() if k not in environ}

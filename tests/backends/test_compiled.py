@@ -189,12 +189,12 @@ def test_every_target_is_recognised_from_its_own_compile_device_kind():
 
 
 @pytest.mark.parametrize(("env", "tpu", "gpu", "expected"), [
-    ({}, False, False, {"JAX_PLATFORMS": "cpu", "TPU_WORKER_HOSTNAMES": "localhost",
+    ({}, False, False, {"JAX_PLATFORMS": "cpu", "ALLOW_MULTIPLE_LIBTPU_LOAD": "1", "TPU_WORKER_HOSTNAMES": "localhost",
                         "TPU_ACCELERATOR_TYPE": "v5litepod-1"}),
-    ({"JAX_PLATFORMS": "cuda"}, False, False, {"TPU_WORKER_HOSTNAMES": "localhost",
+    ({"JAX_PLATFORMS": "cuda"}, False, False, {"ALLOW_MULTIPLE_LIBTPU_LOAD": "1", "TPU_WORKER_HOSTNAMES": "localhost",
                                                "TPU_ACCELERATOR_TYPE": "v5litepod-1"}),
     ({}, True, False, {}),
-    ({}, False, True, {"TPU_WORKER_HOSTNAMES": "localhost", "TPU_ACCELERATOR_TYPE": "v5litepod-1"}),
+    ({}, False, True, {"ALLOW_MULTIPLE_LIBTPU_LOAD": "1", "TPU_WORKER_HOSTNAMES": "localhost", "TPU_ACCELERATOR_TYPE": "v5litepod-1"}),
 ])
 def test_jax_env_defaults(env, tpu, gpu, expected):
     assert targets.jax_env_defaults(env, tpu=tpu, gpu=gpu) == expected
