@@ -10,6 +10,8 @@ configure()  # before anything imports jax
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 
+pytest_plugins = ["pytester"]  # the plugin's own tests run pytest inside pytest
+
 # The project's own tests: deterministic in CI, a little more exploratory locally.
 settings.register_profile(
     "pv-ci", max_examples=10, derandomize=True, deadline=None, print_blob=True,

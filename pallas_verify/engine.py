@@ -73,7 +73,8 @@ class _Search:
     shrink_budget_s: float
     started: float = dataclasses.field(default_factory=time.perf_counter)
     examples: int = 0
-    first_seen: dict[str, float] = dataclasses.field(default_factory=dict)
+    kernel_started: float = dataclasses.field(default_factory=time.perf_counter)
+    first_seen: dict[str, tuple[float, int]] = dataclasses.field(default_factory=dict)
     first_failure: float | None = None
     seen: dict[str, _Found] = dataclasses.field(default_factory=dict)
     unsupported: str | None = None
@@ -97,10 +98,10 @@ class _Search:
             self.unsupported = str(exc)
             return
         if findings:
-            now = time.perf_counter() - self.started
+            now = time.perf_counter() - self.kernel_started
             self.first_failure = self.first_failure or time.perf_counter()
             for f in findings:
-                self.first_seen.setdefault(f.kind, now)
+                self.first_seen.setdefault(f.kind, (now, self.examples))
             found = _found_type(findings[0].kind)(findings, {"config": config, "inputs": inputs, "mode": mode})
             self.seen[key] = found
             raise found
@@ -166,7 +167,7 @@ def verify(
         searches = ([None] if static and runnable else []) + runnable
         for backend in searches:
             for transform in (None, *spec.transforms) if backend is not None else (None,):
-                search = _Search(spec, backend, runner, shrink_budget_s, transform=transform)
+                search = _Search(spec, backend, runner, shrink_budget_s, transform=transform, kernel_started=started)
                 findings = _run_search(search, **options)
                 findings = _finish(findings, search, runner, Path(out_dir))
                 report.findings.extend(findings)
@@ -186,7 +187,9 @@ def _finish(findings: list[tuple[Finding, dict[str, Any]]], search: _Search, run
 
     done = []
     for finding, example in findings:
-        finding = dataclasses.replace(finding, elapsed_s=search.first_seen.get(finding.kind, 0.0))
+        seconds, examples = search.first_seen.get(finding.kind, (0.0, 0))
+        finding = dataclasses.replace(finding, elapsed_s=seconds,
+                                      evidence={**finding.evidence, "examples_to_detect": examples})
         done.append(write_reproducer(finding, example, runner.spec_ref, out_dir))
     return done
 

@@ -9,6 +9,7 @@ way the next case gets a fresh worker.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
 import signal
@@ -21,7 +22,7 @@ from typing import Any
 
 from pallas_verify.case import Case, Outcome
 
-__all__ = ["Worker", "worker_env"]
+__all__ = ["Worker", "shared_worker", "worker_env"]
 
 
 def worker_env() -> dict[str, str]:
@@ -126,3 +127,26 @@ class _Duplex:
     def close(self) -> None:
         self._r.close()
         self._w.close()
+
+
+_SHARED: dict[str, Worker] = {}
+
+
+def shared_worker(slot: str) -> Worker:
+    """A worker kept for the life of this process, shared by every run that names ``slot``.
+
+    Interpreters share one: its jax import and jit caches then serve every spec and
+    backend of a run (a conformance or fuzz run verifies many specs), instead of paying
+    a fresh process start per spec and backend.
+    """
+    if slot not in _SHARED:
+        _SHARED[slot] = Worker()
+        if len(_SHARED) == 1:
+            atexit.register(_close_shared)
+    return _SHARED[slot]
+
+
+def _close_shared() -> None:
+    for worker in _SHARED.values():
+        worker.close()
+    _SHARED.clear()

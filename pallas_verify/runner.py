@@ -17,7 +17,7 @@ from pallas_verify.backends.execute import config_key
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.findings import Finding
-from pallas_verify.isolation import Worker
+from pallas_verify.isolation import Worker, shared_worker
 from pallas_verify.loader import spec_ref
 from pallas_verify.spec import KernelSpec
 
@@ -100,8 +100,9 @@ class Runner:
             self.release(name)
 
     def release(self, backend: str) -> None:
-        """Stop the worker process of ``backend`` (one per backend: compilers such as
-        Mosaic GPU fix their target once per process)."""
+        """Stop the worker process of an isolating ``backend`` (one per backend: compilers
+        such as Mosaic GPU fix their target once per process); the shared interpreter
+        worker lives on."""
         worker = self._workers.pop(backend, None)
         if worker is not None:
             worker.close()
@@ -120,8 +121,11 @@ class Runner:
             return backend.run(case)
         if self.spec_ref is None:
             return Outcome(error=_no_ref_error(self.spec, backend))
-        worker = self._workers.setdefault(case.backend, Worker(timeout_s=self.timeout_s))
-        return worker.run(self.spec_ref, case)
+        if backend.isolate:  # compilers: a process per backend (Mosaic GPU fixes its target per process)
+            worker = self._workers.setdefault(case.backend, Worker(timeout_s=self.timeout_s))
+        else:  # interpreters: one long-lived process for every spec and backend
+            worker = shared_worker("interpreters")
+        return worker.run(self.spec_ref, case, timeout_s=self.timeout_s)
 
     def expected(self, config: Mapping[str, Any], inputs: Sequence[np.ndarray], key: str,
                  transform: str | None = None) -> Any:

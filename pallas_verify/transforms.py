@@ -44,7 +44,9 @@ __all__ = [
     "upstream_limitation",
 ]
 
-#: Largest batch ``vmap`` draws (shrinks towards 1).
+#: Smallest batch ``vmap`` draws: a batch of one tests nothing the bare search does not.
+MIN_BATCH = 2
+#: Largest batch ``vmap`` draws (shrinks towards MIN_BATCH).
 MAX_BATCH = 3
 #: Gradients sum over the axes the forward broadcast over (an extra reduction per
 #: input): their tolerance is the forward's times this factor, and the absolute part is
@@ -67,7 +69,7 @@ def _vmap_extend(data: st.DataObject, spec: KernelSpec, config: Mapping[str, Any
     if not inputs:
         raise InvalidSpec(f"KernelSpec {spec.name!r} declares transforms=('vmap',) but its kernel takes "
                           "no inputs to batch; drop 'vmap' from its transforms.")
-    batch = data.draw(st.integers(1, MAX_BATCH), label="batch")
+    batch = data.draw(st.integers(MIN_BATCH, MAX_BATCH), label="batch")
     examples = [inputs] + [more() for _ in range(batch - 1)]
     layouts = {tuple((x.shape, str(x.dtype)) for x in ex) for ex in examples}
     if len(layouts) > 1:

@@ -9,8 +9,6 @@ import pytest
 from jax.experimental import pallas  # noqa: F401
 from jax.experimental.pallas import tpu  # noqa: F401
 
-pytest_plugins = ["pytester"]
-
 # A kernel doubling a (2 * block, 128) array block by block; SHIFT moves the input block
 # map by one block (the classic off-by-one index_map bug). Inputs are fixed, so a
 # failure shrinks at once.

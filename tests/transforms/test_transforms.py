@@ -40,7 +40,7 @@ def test_vmap_extension_stacks_per_example_inputs(data):
     more = iter([(X + 1,), (X + 2,)])
     batched = transforms.extend("vmap", data, spec=k.TRIPLE, config={}, inputs=(X,), more=lambda: next(more))
     assert len(batched) == 1
-    assert 1 <= batched[0].shape[0] <= transforms.MAX_BATCH
+    assert transforms.MIN_BATCH <= batched[0].shape[0] <= transforms.MAX_BATCH
     for b in range(batched[0].shape[0]):
         np.testing.assert_array_equal(batched[0][b], X + b)
 
