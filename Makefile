@@ -3,7 +3,9 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-PYTHON312 := $(shell command -v python3.12 2>/dev/null || { test -x /root/.pyenv/versions/3.12.1/bin/python3 && echo /root/.pyenv/versions/3.12.1/bin/python3; })
+# The first candidate that actually runs and is >= 3.12 (a pyenv shim may exist but fail).
+PYTHON312 := $(shell for py in python3.12 /root/.pyenv/versions/3.12.1/bin/python3; do \
+  $$py -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { command -v $$py; break; }; done)
 PYTEST_WORKERS ?= auto
 
 .PHONY: demo test test-fast bench lint clean
