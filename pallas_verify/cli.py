@@ -31,10 +31,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _conformance_parser(sub: argparse._SubParsersAction) -> None:
+    from pallas_verify.conformance import DEMO_KERNELS
+
     for name, help_text, kernels, out in (
         ("conformance", "the feature x backend matrix of the bundled kernels", "*", "pv-out/conformance"),
-        ("demo", "verify a few bundled kernels on every available backend", "ragged_add,matmul_f32,softmax",
-         "pv-out/demo"),
+        ("demo", "verify a few bundled kernels on every available backend", ",".join(DEMO_KERNELS), "pv-out/demo"),
     ):
         cmd = sub.add_parser(name, help=help_text)
         cmd.add_argument("--kernels", default=kernels, metavar="PATTERN", help="fnmatch pattern(s), comma-separated")

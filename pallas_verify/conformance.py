@@ -19,9 +19,10 @@ from pallas_verify.spec import KernelSpec
 
 __all__ = ["DEMO_KERNELS", "bundled_specs", "run_conformance"]
 
-# What `make demo` verifies: one ragged elementwise kernel, one tiled matmul with an
-# accumulator, one row softmax (a few seconds per backend each).
-DEMO_KERNELS = ("ragged_add", "matmul_f32", "softmax")
+# What `make demo` verifies: a ragged elementwise kernel, a tiled matmul with an
+# accumulator, a row softmax, a portable kernel (TPU and GPU backends) and a plgpu.kernel
+# with barriers (GPU interpret mode, Mosaic GPU): a few seconds per backend each.
+DEMO_KERNELS = ("ragged_add", "matmul_f32", "softmax", "scale_shift", "gpu_barrier_affine")
 
 
 def bundled_specs(pattern: str = "*") -> list[KernelSpec]:
