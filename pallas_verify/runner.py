@@ -30,7 +30,7 @@ class Unsupported(Exception):  # noqa: N818  (a verdict, not a failure)
     """The backend cannot run this kernel at all; the message says why."""
 
 
-@functools.cache
+@functools.lru_cache(maxsize=512)
 def _jit_reference(reference: Any, config_items: tuple[tuple[str, Any], ...]) -> Any:
     import jax
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import time
@@ -15,7 +16,9 @@ from pallas_verify.case import Case, Outcome
 
 __all__ = ["config_key", "execute", "jitted"]
 
-_JIT_CACHE: dict[tuple[Hashable, ...], Callable[..., Any]] = {}
+# Most recently used last; bounded so a long-lived worker serving many specs stays small.
+_JIT_CACHE: collections.OrderedDict[tuple[Hashable, ...], Callable[..., Any]] = collections.OrderedDict()
+_JIT_CACHE_SIZE = 512
 
 
 def config_key(config: Mapping[str, Any]) -> str:
@@ -34,9 +37,11 @@ def jitted(case: Case) -> Callable[..., Any]:
 
     from pallas_verify.transforms import transformed
 
-    key = (id(case.spec.kernel), config_key(case.config), case.transform)
+    key = (case.spec.kernel, config_key(case.config), case.transform)
     fn = _JIT_CACHE.get(key)
-    if fn is None:
+    if fn is not None:
+        _JIT_CACHE.move_to_end(key)
+    else:
         config = dict(case.config)
         kernel = case.spec.kernel
 
@@ -44,6 +49,8 @@ def jitted(case: Case) -> Callable[..., Any]:
             return kernel(*xs, **config)
 
         fn = _JIT_CACHE[key] = jax.jit(transformed(bound, case.transform, case))
+        if len(_JIT_CACHE) > _JIT_CACHE_SIZE:
+            _JIT_CACHE.popitem(last=False)
     return fn
 
 
