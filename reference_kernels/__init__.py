@@ -30,6 +30,9 @@ MODULES: tuple[str, ...] = (
     "collective",
     "triton_style",
     "gpu_barrier",
+    "transforms_matmul",
+    "transforms_norms",
+    "transforms_attention",
 )
 
 

@@ -1,22 +1,45 @@
-"""Small Hypothesis helpers shared by the catalog: seeded numpy inputs, tile-aligned sizes.
+"""Helpers shared by the catalog that ``strategies`` does not provide.
 
-Arrays are never drawn element by element: a strategy draws one seed and numpy's
-``default_rng`` fills the arrays, so an example costs one draw whatever its size and
-shrinks towards seed 0.
+Configs and inputs come from ``strategies`` (tiled configs, ragged sizes, block shapes,
+arrays with edge values); what is left here is glue:
+
+- ``without``: binds a kernel to the config keys it takes (configs also carry the sizes
+  that only shape the inputs).
+- ``array_tuples``: one ``strategies.arrays`` per input, as the tuple a spec's inputs
+  strategy returns.
+- ``seeded`` and ``normal``: standard-normal inputs from one drawn seed. The backward
+  kernels (``transforms_*``) and the upstream wrappers keep them: gradients of norms and
+  attention are checked against a reference VJP and need inputs away from the degenerate
+  rows (all-zero rows, lone large values) that ``strategies.arrays`` deliberately draws.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
 
-__all__ = ["multiples", "normal", "seeded", "uniform_ints", "without"]
+import strategies as pvs
+
+__all__ = ["array_tuples", "normal", "seeded", "without"]
 
 Maker = Callable[[np.random.Generator], tuple[np.ndarray, ...]]
+
+
+def array_tuples(
+    *shapes: Sequence[int], dtype: Any = "float32", max_edge_values: int = 4
+) -> st.SearchStrategy[tuple[np.ndarray, ...]]:
+    """One ``strategies.arrays`` per shape (small values, a few edge values), as a tuple.
+
+    Shrinks toward all-zero arrays. Kernels that accumulate pass ``max_edge_values=1``:
+    two large edge values of opposite signs in one sum cancel catastrophically, and the
+    kernel's blocked order of summation then legitimately differs from the reference's.
+    """
+    return st.tuples(*(pvs.arrays(shape=tuple(s), dtype=dtype, max_edge_values=max_edge_values)
+                       for s in shapes))
 
 
 def seeded(make: Maker) -> st.SearchStrategy[tuple[np.ndarray, ...]]:
@@ -29,16 +52,6 @@ def seeded(make: Maker) -> st.SearchStrategy[tuple[np.ndarray, ...]]:
 def normal(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
     """Standard-normal values of ``shape`` cast to ``dtype`` (bf16 via ml_dtypes)."""
     return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
-
-
-def uniform_ints(rng: np.random.Generator, shape: tuple[int, ...], *, low: int, high: int) -> np.ndarray:
-    """int32 values uniform in ``[low, high)``."""
-    return rng.integers(low, high, size=shape, dtype=np.int32)
-
-
-def multiples(base: int, *, max_factor: int) -> st.SearchStrategy[int]:
-    """``base * k`` for k in ``1..max_factor``; shrinks towards ``base``."""
-    return st.integers(min_value=1, max_value=max_factor).map(lambda k: base * k)
 
 
 def without(fn: Callable[..., Any], *keys: str) -> Callable[..., Any]:

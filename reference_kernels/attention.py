@@ -12,7 +12,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import pallas_verify as pv
-from reference_kernels._draw import normal, seeded, without
+from reference_kernels._draw import array_tuples, without
 
 __all__ = ["FLASH_ATTENTION", "FLASH_ATTENTION_CAUSAL"]
 
@@ -79,6 +79,8 @@ def attention_reference(q, k, v, *, causal: bool):
     return jnp.einsum("hqk,hkd->hqd", jax.nn.softmax(s, axis=-1), v)
 
 
+# A local composite: bq and bk tile the one sequence axis (queries and keys), which
+# ``strategies.tiled_configs`` (one block per axis) cannot express; seq is a multiple of both.
 @st.composite
 def _configs(draw, *, causal):
     bq, bk = draw(st.sampled_from([64, 128])), draw(st.sampled_from([64, 128]))
@@ -91,7 +93,9 @@ def _configs(draw, *, causal):
 
 def _inputs(config):
     shape = (config["heads"], config["seq"], config["d"])
-    return seeded(lambda rng: tuple(normal(rng, shape) for _ in range(3)))
+    # No edge values: a lone 2**63 in q makes scores of ~2**59 whose online softmax the
+    # HLO interpreter turns into NaN rows; attention is checked on well-conditioned values.
+    return array_tuples(shape, shape, shape, max_edge_values=0)
 
 
 _SIZES = ("heads", "seq", "d")

@@ -20,7 +20,8 @@ from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import PartitionSpec as P
 
 import pallas_verify as pv
-from reference_kernels._draw import normal, seeded, without
+import strategies as pvs
+from reference_kernels._draw import array_tuples, without
 
 __all__ = ["REQUIRED_DEVICES", "RING_PERMUTE", "NotEnoughDevices", "missing_devices"]
 
@@ -90,7 +91,9 @@ def ring_permute_reference(x):
 
 @st.composite
 def _configs(draw):
-    return {"rows_per_device": 8 * draw(st.integers(1, 2)), "cols": 128 * draw(st.integers(1, 2))}
+    """Whole sublane tiles of rows per device and one or two lane tiles of columns."""
+    return {"rows_per_device": draw(pvs.ragged_sizes(block=8, max_blocks=2, kinds=("exact",))),
+            "cols": draw(pvs.ragged_sizes(block=pvs.TPU_LANES, max_blocks=2, kinds=("exact",)))}
 
 
 RING_PERMUTE = pv.KernelSpec(
@@ -98,7 +101,6 @@ RING_PERMUTE = pv.KernelSpec(
     kernel=without(ring_permute, "rows_per_device", "cols"),
     reference=without(ring_permute_reference, "rows_per_device", "cols"),
     configs=_configs(),
-    inputs=lambda c: seeded(lambda rng: (
-        normal(rng, (REQUIRED_DEVICES * c["rows_per_device"], c["cols"])),)),
+    inputs=lambda c: array_tuples((REQUIRED_DEVICES * c["rows_per_device"], c["cols"])),
     features=("remote_dma", "multi_device", "shard_map", "semaphores"),
 )

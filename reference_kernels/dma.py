@@ -13,7 +13,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import pallas_verify as pv
-from reference_kernels._draw import normal, seeded, without
+import strategies as pvs
+from reference_kernels._draw import array_tuples, without
 
 __all__ = ["DOUBLE_BUFFER", "EMIT_PIPELINE_SCALE", "RUN_SCOPED_COPY"]
 
@@ -54,13 +55,15 @@ def double_buffer(x: jax.Array, *, chunk: int) -> jax.Array:
 
 @st.composite
 def _chunk_configs(draw):
-    chunk = draw(st.sampled_from([8, 16]))
-    return {"rows": chunk * draw(st.integers(1, 5)), "cols": 128 * draw(st.integers(1, 2)),
-            "chunk": chunk}
+    """Whole chunks of rows (the DMAs copy ``chunk`` rows at a time with no bounds check)
+    and a ragged width (every copy moves whole rows)."""
+    chunk = draw(st.integers(1, 2).map(lambda k: k * pvs.preferred_sublane_tile("float32")))
+    return {"rows": draw(pvs.ragged_sizes(block=chunk, max_blocks=5, kinds=("exact",))),
+            "cols": draw(pvs.ragged_sizes(block=pvs.TPU_LANES, max_blocks=2)), "chunk": chunk}
 
 
 def _x(config):
-    return seeded(lambda rng: (normal(rng, (config["rows"], config["cols"])),))
+    return array_tuples((config["rows"], config["cols"]))
 
 
 DOUBLE_BUFFER = pv.KernelSpec(

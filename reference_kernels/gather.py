@@ -6,12 +6,14 @@ from __future__ import annotations
 import functools
 
 import jax
+import numpy as np
 from hypothesis import strategies as st
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import pallas_verify as pv
-from reference_kernels._draw import normal, seeded, uniform_ints, without
+import strategies as pvs
+from reference_kernels._draw import without
 
 __all__ = ["GATHER_BLOCKS"]
 
@@ -46,18 +48,18 @@ def gather_blocks_reference(indices, table, *, block_rows):
 
 @st.composite
 def _configs(draw):
+    # Sublane-tile row blocks of a lane-wide table; table_blocks and n are plain counts.
     return {"table_blocks": draw(st.integers(1, 6)), "n": draw(st.integers(1, 8)),
-            "block_rows": draw(st.sampled_from([8, 16])), "cols": 128}
+            "block_rows": draw(st.integers(1, 2).map(lambda k: k * pvs.preferred_sublane_tile("float32"))),
+            "cols": pvs.TPU_LANES}
 
 
 def _inputs(config):
     blocks, rows, n = config["table_blocks"], config["block_rows"], config["n"]
-
-    def make(rng):
-        return (uniform_ints(rng, (n,), low=0, high=blocks),
-                normal(rng, (blocks * rows, config["cols"])))
-
-    return seeded(make)
+    # Block indices: a list of in-range ints (strategies has no index arrays); shrinks to 0s.
+    indices = st.lists(st.integers(0, blocks - 1), min_size=n, max_size=n).map(
+        lambda xs: np.asarray(xs, np.int32))
+    return st.tuples(indices, pvs.arrays(shape=(blocks * rows, config["cols"])))
 
 
 _SIZES = ("table_blocks", "n", "cols")

@@ -11,7 +11,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import mosaic_gpu as plgpu
 
 import pallas_verify as pv
-from reference_kernels._draw import normal, seeded, without
+import strategies as pvs
+from reference_kernels._draw import array_tuples, without
 
 __all__ = ["GPU_BARRIER_AFFINE"]
 
@@ -41,8 +42,10 @@ def gpu_barrier_affine(x: jax.Array, *, block_rows: int) -> jax.Array:
 
 @st.composite
 def _configs(draw):
+    """Whole row blocks (each block's TMA copy has no bounds check), lane-wide rows."""
     block_rows = draw(st.sampled_from([8, 16]))
-    return {"rows": block_rows * draw(st.integers(1, 3)), "cols": 128, "block_rows": block_rows}
+    return {"rows": draw(pvs.ragged_sizes(block=block_rows, max_blocks=3, kinds=("exact",))),
+            "cols": pvs.TPU_LANES, "block_rows": block_rows}
 
 
 GPU_BARRIER_AFFINE = pv.KernelSpec(
@@ -50,7 +53,7 @@ GPU_BARRIER_AFFINE = pv.KernelSpec(
     kernel=without(gpu_barrier_affine, "rows", "cols"),
     reference=without(lambda x: x * 2.0 - 1.0, "rows", "cols", "block_rows"),
     configs=_configs(),
-    inputs=lambda c: seeded(lambda rng: (normal(rng, (c["rows"], c["cols"])),)),
+    inputs=lambda c: array_tuples((c["rows"], c["cols"])),
     platforms=("gpu",),
     features=("barrier", "tma", "smem", "mosaic_gpu"),
     unsupported={"interpret": "the HLO interpreter cannot discharge Mosaic GPU copies "

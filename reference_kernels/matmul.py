@@ -12,7 +12,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import pallas_verify as pv
-from reference_kernels._draw import normal, seeded, without
+import strategies as pvs
+from reference_kernels._draw import array_tuples, without
 
 __all__ = ["MATMUL_BATCHED", "MATMUL_BF16", "MATMUL_F32"]
 
@@ -29,8 +30,12 @@ def _matmul_body(x_ref, y_ref, o_ref, acc_ref):
         o_ref[...] = acc_ref[...].astype(o_ref.dtype)
 
 
-@functools.partial(jax.jit, static_argnames=("bm", "bn", "bk"))
-def matmul(x: jax.Array, y: jax.Array, *, bm: int, bn: int, bk: int) -> jax.Array:
+_MATMUL_SEMANTICS = ("parallel", "parallel", "arbitrary")
+
+
+@functools.partial(jax.jit, static_argnames=("bm", "bn", "bk", "dimension_semantics"))
+def matmul(x: jax.Array, y: jax.Array, *, bm: int, bn: int, bk: int,
+           dimension_semantics: tuple[str, str, str] = _MATMUL_SEMANTICS) -> jax.Array:
     """``x @ y`` tiled (bm, bn, bk), accumulated in an f32 VMEM scratch over the K axis."""
     (m, k), (_, n) = x.shape, y.shape
     return pl.pallas_call(
@@ -41,8 +46,7 @@ def matmul(x: jax.Array, y: jax.Array, *, bm: int, bn: int, bk: int) -> jax.Arra
         out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
         out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),
         scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
-        compiler_params=pltpu.CompilerParams(
-            dimension_semantics=("parallel", "parallel", "arbitrary")),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=dimension_semantics),
     )(x, y)
 
 
@@ -50,19 +54,25 @@ def matmul_reference(x, y, **_config):
     return jnp.dot(x, y, preferred_element_type=jnp.float32).astype(x.dtype)
 
 
-@st.composite
-def _matmul_configs(draw, *, dtype):
-    bm, bn, bk = draw(st.sampled_from([8, 16, 32])), 128, draw(st.sampled_from([128, 256]))
-    return {"m": bm * draw(st.integers(1, 2)), "n": bn * draw(st.integers(1, 2)),
-            "k": bk * draw(st.integers(1, 4)), "bm": bm, "bn": bn, "bk": bk, "dtype": dtype}
+def _matmul_configs(*, dtype):
+    """Whole blocks (``ragged=False``: a partial K block would add its padding into the
+    sum); bm is one or two sublane tiles, bn and bk one or two lane tiles."""
+    tiled = pvs.tiled_configs(axes={"m": "sublane", "n": "lane", "k": "lane"}, reduction_axes=("k",),
+                              dtypes=(dtype,), ragged=False, max_grid_points=16)
+    return tiled.map(_short_block_names)
+
+
+def _short_block_names(config):
+    """block_m, block_n, block_k -> bm, bn, bk (the kernels' keywords)."""
+    return {(f"b{key[6:]}" if key.startswith("block_") else key): value for key, value in config.items()}
 
 
 def _matmul_inputs(config):
-    m, n, k, dtype = config["m"], config["n"], config["k"], config["dtype"]
-    return seeded(lambda rng: (normal(rng, (m, k), dtype), normal(rng, (k, n), dtype)))
+    m, n, k = config["m"], config["n"], config["k"]
+    return array_tuples((m, k), (k, n), dtype=config["dtype"], max_edge_values=1)
 
 
-_SIZES = ("m", "n", "k", "dtype")
+_SIZES = ("m", "n", "k", "dtype", "grid")
 
 MATMUL_F32 = pv.KernelSpec(
     name="matmul_f32",
@@ -70,9 +80,10 @@ MATMUL_F32 = pv.KernelSpec(
     reference=without(matmul_reference, *_SIZES),
     configs=_matmul_configs(dtype="float32"),
     inputs=_matmul_inputs,
-    # K up to 1024 standard-normal products summed in a different order.
+    # K up to 1024 products of values of magnitude <= 1 summed in a different order.
     tolerance=pv.Tolerance(rtol=1e-5, atol=1e-4),
     features=("matmul", "accumulator"),
+    transforms=("vmap",),
     bitwise_stable=False,
 )
 
@@ -91,40 +102,44 @@ def _batched_body(x_ref, y_ref, o_ref):
     o_ref[...] = jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
 
 
-@functools.partial(jax.jit, static_argnames=("bm", "bn"))
-def matmul_batched(x: jax.Array, y: jax.Array, *, bm: int, bn: int) -> jax.Array:
+@functools.partial(jax.jit, static_argnames=("bm", "bn", "dimension_semantics"))
+def matmul_batched(x: jax.Array, y: jax.Array, *, bm: int, bn: int,
+                   dimension_semantics: tuple[str, str, str] = ("parallel",) * 3) -> jax.Array:
     """``x[b] @ y[b]`` per batch; the batch dimension is squeezed out of the blocks."""
     (b, m, k), (_, _, n) = x.shape, y.shape
     sq = pl.Squeezed()
     return pl.pallas_call(
         _batched_body,
-        grid=(b, m // bm, n // bn),
+        grid=(b, pl.cdiv(m, bm), pl.cdiv(n, bn)),
         in_specs=[pl.BlockSpec((sq, bm, k), lambda bb, i, j: (bb, i, 0)),
                   pl.BlockSpec((sq, k, bn), lambda bb, i, j: (bb, 0, j))],
         out_specs=pl.BlockSpec((sq, bm, bn), lambda bb, i, j: (bb, i, j)),
         out_shape=jax.ShapeDtypeStruct((b, m, n), jnp.float32),
-        compiler_params=pltpu.CompilerParams(
-            dimension_semantics=("parallel", "parallel", "parallel")),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=dimension_semantics),
     )(x, y)
 
 
 @st.composite
 def _batched_configs(draw):
-    bm, bn = draw(st.sampled_from([8, 16])), 128
-    return {"b": draw(st.integers(1, 3)), "m": bm * draw(st.integers(1, 2)),
-            "n": bn * draw(st.integers(1, 2)), "k": draw(st.sampled_from([128, 256])),
-            "bm": bm, "bn": bn}
+    """b in 1..3, ragged m and n tiles (partial blocks only drop padded rows and
+    columns), a ragged K kept whole in every block, and semantics for the 3-axis grid."""
+    b = draw(st.integers(1, 3))
+    tiled = draw(pvs.tiled_configs(axes={"m": "sublane", "n": "lane"}, max_grid_points=16 // b)
+                 .map(_short_block_names))
+    return {**tiled, "b": b, "k": draw(pvs.ragged_sizes(block=128, max_blocks=2)),
+            "grid": (b, *tiled["grid"]), "dimension_semantics": draw(pvs.dimension_semantics(num_axes=3))}
 
 
 def _batched_inputs(config):
     b, m, n, k = config["b"], config["m"], config["n"], config["k"]
-    return seeded(lambda rng: (normal(rng, (b, m, k)), normal(rng, (b, k, n))))
+    return array_tuples((b, m, k), (b, k, n), max_edge_values=1)
 
 
 MATMUL_BATCHED = pv.KernelSpec(
     name="matmul_batched",
-    kernel=without(matmul_batched, "b", "m", "n", "k"),
-    reference=without(lambda x, y: jnp.einsum("bmk,bkn->bmn", x, y), "b", "m", "n", "k", "bm", "bn"),
+    kernel=without(matmul_batched, "b", "m", "n", "k", "grid", "dtype"),
+    reference=without(lambda x, y: jnp.einsum("bmk,bkn->bmn", x, y), "b", "m", "n", "k", "bm", "bn",
+                       "grid", "dimension_semantics", "dtype"),
     configs=_batched_configs(),
     inputs=_batched_inputs,
     tolerance=pv.Tolerance(rtol=1e-5, atol=1e-4),

@@ -11,7 +11,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import pallas_verify as pv
-from reference_kernels._draw import normal, seeded, without
+import strategies as pvs
+from reference_kernels._draw import array_tuples, without
 
 __all__ = ["MULTICORE_SQUARE"]
 
@@ -39,8 +40,12 @@ def multicore_square(x: jax.Array, *, num_cores: int) -> jax.Array:
 
 @st.composite
 def _configs(draw):
+    """Whole sublane tiles of rows per core (each core copies its row range) and a ragged
+    width (every copy moves whole rows)."""
     num_cores = draw(st.sampled_from([1, 2]))
-    return {"rows": 8 * num_cores * draw(st.integers(1, 3)), "cols": 128 * draw(st.integers(1, 2)),
+    tile = pvs.preferred_sublane_tile("float32")
+    per_core = draw(pvs.ragged_sizes(block=tile, max_blocks=3, kinds=("exact",)))
+    return {"rows": num_cores * per_core, "cols": draw(pvs.ragged_sizes(block=pvs.TPU_LANES, max_blocks=2)),
             "num_cores": num_cores}
 
 
@@ -49,7 +54,7 @@ MULTICORE_SQUARE = pv.KernelSpec(
     kernel=without(multicore_square, "rows", "cols"),
     reference=without(lambda x: x * x, "rows", "cols", "num_cores"),
     configs=_configs(),
-    inputs=lambda c: seeded(lambda rng: (normal(rng, (c["rows"], c["cols"])),)),
+    inputs=lambda c: array_tuples((c["rows"], c["cols"])),
     features=("multicore", "core_mesh", "run_scoped", "manual_dma"),
     unsupported={"interpret": "the HLO interpreter cannot run pl.kernel over a TensorCoreMesh"},
 )

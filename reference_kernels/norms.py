@@ -12,7 +12,9 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import pallas_verify as pv
-from reference_kernels._draw import normal, seeded, without
+import strategies as pvs
+from reference_kernels._draw import array_tuples, without
+from reference_kernels.elementwise import WHOLE_ARRAY_SHAPES
 
 __all__ = ["LAYER_NORM", "RMS_NORM", "SOFTMAX", "SOFTMAX_WHOLE"]
 
@@ -41,35 +43,41 @@ def _rms_norm_body(x_ref, g_ref, o_ref):
     o_ref[...] = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + _EPS) * g_ref[...]
 
 
-def _row_blocked(body, x, params, block_rows):
+_ROW_SEMANTICS = ("parallel",)
+
+
+def _row_blocked(body, x, params, block_rows, dimension_semantics):
     rows, cols = x.shape
     return pl.pallas_call(
         body,
-        grid=(rows // block_rows,),
+        grid=(pl.cdiv(rows, block_rows),),
         in_specs=[pl.BlockSpec((block_rows, cols), lambda i: (i, 0))]
         + [pl.BlockSpec((1, cols), lambda i: (0, 0)) for _ in params],
         out_specs=pl.BlockSpec((block_rows, cols), lambda i: (i, 0)),
         out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
-        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=dimension_semantics),
     )(x, *params)
 
 
-@functools.partial(jax.jit, static_argnames=("block_rows",))
-def softmax(x: jax.Array, *, block_rows: int) -> jax.Array:
+@functools.partial(jax.jit, static_argnames=("block_rows", "dimension_semantics"))
+def softmax(x: jax.Array, *, block_rows: int,
+            dimension_semantics: tuple[str] = _ROW_SEMANTICS) -> jax.Array:
     """Softmax over the last axis, one block of whole rows per grid point."""
-    return _row_blocked(_softmax_body, x, (), block_rows)
+    return _row_blocked(_softmax_body, x, (), block_rows, dimension_semantics)
 
 
-@functools.partial(jax.jit, static_argnames=("block_rows",))
-def layer_norm(x: jax.Array, gamma: jax.Array, beta: jax.Array, *, block_rows: int) -> jax.Array:
+@functools.partial(jax.jit, static_argnames=("block_rows", "dimension_semantics"))
+def layer_norm(x: jax.Array, gamma: jax.Array, beta: jax.Array, *, block_rows: int,
+               dimension_semantics: tuple[str] = _ROW_SEMANTICS) -> jax.Array:
     """Layer norm over the last axis with scale ``gamma`` and shift ``beta`` (1, cols)."""
-    return _row_blocked(_layer_norm_body, x, (gamma, beta), block_rows)
+    return _row_blocked(_layer_norm_body, x, (gamma, beta), block_rows, dimension_semantics)
 
 
-@functools.partial(jax.jit, static_argnames=("block_rows",))
-def rms_norm(x: jax.Array, gamma: jax.Array, *, block_rows: int) -> jax.Array:
+@functools.partial(jax.jit, static_argnames=("block_rows", "dimension_semantics"))
+def rms_norm(x: jax.Array, gamma: jax.Array, *, block_rows: int,
+             dimension_semantics: tuple[str] = _ROW_SEMANTICS) -> jax.Array:
     """RMS norm over the last axis with scale ``gamma`` (1, cols)."""
-    return _row_blocked(_rms_norm_body, x, (gamma,), block_rows)
+    return _row_blocked(_rms_norm_body, x, (gamma,), block_rows, dimension_semantics)
 
 
 @jax.jit
@@ -88,48 +96,51 @@ def rms_norm_reference(x, gamma):
     return x / jnp.sqrt(jnp.mean(x * x, axis=-1, keepdims=True) + _EPS) * gamma
 
 
-@st.composite
-def _configs(draw):
-    block_rows = draw(st.sampled_from([8, 16]))
-    return {"rows": block_rows * draw(st.integers(1, 4)),
-            "cols": draw(st.sampled_from([128, 256, 512])), "block_rows": block_rows}
+def _row_configs():
+    """Row blocks of one or two sublane tiles over ragged rows (a partial last block only
+    computes padded rows, which are dropped), whole rows of a ragged width per block."""
+    rows = pvs.tiled_configs(axes={"rows": "sublane"}, max_grid_points=16)
+    return st.builds(lambda config, cols: {**config, "cols": cols}, rows, pvs.ragged_sizes(block=128))
 
 
 def _inputs(n_params):
+    """x with at most one edge value per array; gamma and beta without: a large gamma and
+    an opposite large beta in one column cancel, amplifying x's rounding (rsqrt vs sqrt)."""
     def inputs(config):
         rows, cols = config["rows"], config["cols"]
-
-        def make(rng):
-            x = normal(rng, (rows, cols)) * 3 + 1
-            return (x, *(normal(rng, (1, cols)) for _ in range(n_params)))
-
-        return seeded(make)
+        x = pvs.arrays(shape=(rows, cols), max_edge_values=1)
+        return st.tuples(x, *(pvs.arrays(shape=(1, cols), max_edge_values=0) for _ in range(n_params)))
 
     return inputs
 
 
-_SIZES = ("rows", "cols", "block_rows")
+def _whole_inputs(config):
+    return array_tuples(config["shape"], max_edge_values=1)
+
+
+_SIZES = ("rows", "cols", "block_rows", "grid", "dimension_semantics", "dtype")
+_KEEP = ("rows", "cols", "grid", "dtype")
 
 SOFTMAX = pv.KernelSpec(
-    name="softmax", kernel=without(softmax, "rows", "cols"),
-    reference=without(jax.nn.softmax, *_SIZES), configs=_configs(), inputs=_inputs(0),
-    tolerance=_TOL, features=("reduction", "row_blocked"), bitwise_stable=False,
+    name="softmax", kernel=without(softmax, *_KEEP),
+    reference=without(jax.nn.softmax, *_SIZES), configs=_row_configs(), inputs=_inputs(0),
+    tolerance=_TOL, features=("reduction", "row_blocked"), transforms=("vmap",), bitwise_stable=False,
 )
 LAYER_NORM = pv.KernelSpec(
-    name="layer_norm", kernel=without(layer_norm, "rows", "cols"),
-    reference=without(layer_norm_reference, *_SIZES), configs=_configs(), inputs=_inputs(2),
+    name="layer_norm", kernel=without(layer_norm, *_KEEP),
+    reference=without(layer_norm_reference, *_SIZES), configs=_row_configs(), inputs=_inputs(2),
     tolerance=pv.Tolerance(rtol=1e-4, atol=1e-4), features=("reduction", "row_blocked", "normalization"),
     bitwise_stable=False,
 )
 RMS_NORM = pv.KernelSpec(
-    name="rms_norm", kernel=without(rms_norm, "rows", "cols"),
-    reference=without(rms_norm_reference, *_SIZES), configs=_configs(), inputs=_inputs(1),
+    name="rms_norm", kernel=without(rms_norm, *_KEEP),
+    reference=without(rms_norm_reference, *_SIZES), configs=_row_configs(), inputs=_inputs(1),
     tolerance=pv.Tolerance(rtol=1e-4, atol=1e-4), features=("reduction", "row_blocked", "normalization"),
     bitwise_stable=False,
 )
 SOFTMAX_WHOLE = pv.KernelSpec(
-    name="softmax_whole", kernel=without(softmax_whole, *_SIZES),
-    reference=without(jax.nn.softmax, *_SIZES), configs=_configs(), inputs=_inputs(0),
-    tolerance=_TOL, platforms=("tpu", "gpu"), features=("reduction", "whole_array"),
-    bitwise_stable=False,
+    name="softmax_whole", kernel=without(softmax_whole, "shape"),
+    reference=without(jax.nn.softmax, "shape"), configs=st.fixed_dictionaries({"shape": WHOLE_ARRAY_SHAPES}),
+    inputs=_whole_inputs, tolerance=_TOL, platforms=("tpu", "gpu"), features=("reduction", "whole_array"),
+    transforms=("vmap",), bitwise_stable=False,
 )

@@ -21,7 +21,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import pallas_verify as pv
-from reference_kernels._draw import normal, seeded, without
+import strategies as pvs
+from reference_kernels._draw import without
 
 __all__ = ["PRNG_UNIFORM_RANGE"]
 
@@ -42,19 +43,20 @@ def _prng_body(seed_ref, x_ref, o_ref, z_ref):
     z_ref[...] = high.astype(jnp.int32)
 
 
-@functools.partial(jax.jit, static_argnames=("block_rows",))
-def prng_uniform_range(seed: jax.Array, x: jax.Array, *, block_rows: int):
+@functools.partial(jax.jit, static_argnames=("block_rows", "dimension_semantics"))
+def prng_uniform_range(seed: jax.Array, x: jax.Array, *, block_rows: int,
+                       dimension_semantics: tuple[str] = ("parallel",)):
     """(x where the drawn uniform is in [0, 1) else NaN, bits shifted out to zero)."""
     rows, cols = x.shape
     block = pl.BlockSpec((block_rows, cols), lambda i, s: (i, 0))
     return pl.pallas_call(
         _prng_body,
         grid_spec=pltpu.PrefetchScalarGridSpec(
-            num_scalar_prefetch=1, grid=(rows // block_rows,),
+            num_scalar_prefetch=1, grid=(pl.cdiv(rows, block_rows),),
             in_specs=[block], out_specs=[block, block]),
         out_shape=[jax.ShapeDtypeStruct(x.shape, x.dtype),
                    jax.ShapeDtypeStruct(x.shape, jnp.int32)],
-        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=dimension_semantics),
     )(seed, x)
 
 
@@ -63,24 +65,24 @@ def prng_uniform_range_reference(seed, x):
     return [x, jnp.zeros(x.shape, jnp.int32)]
 
 
-@st.composite
-def _configs(draw):
-    block_rows = draw(st.sampled_from([8, 16]))
-    return {"rows": block_rows * draw(st.integers(1, 4)), "cols": 128, "block_rows": block_rows}
+# Ragged row blocks (a partial block's padded rows are dropped) of lane-wide rows: the
+# generator draws a whole (block_rows, 128) tile per grid point.
+_CONFIGS = pvs.tiled_configs(axes={"rows": "sublane"}, max_grid_points=16).map(
+    lambda config: {**config, "cols": pvs.TPU_LANES})
 
 
 def _inputs(config):
-    def make(rng):
-        seed = rng.integers(0, 2**31 - 1, size=(1,), dtype=np.int32)
-        return seed, normal(rng, (config["rows"], config["cols"]))
-    return seeded(make)
+    seeds = st.integers(0, 2**31 - 2).map(lambda s: np.asarray([s], np.int32))
+    return st.tuples(seeds, pvs.arrays(shape=(config["rows"], config["cols"])))
 
+
+_SIZES = ("rows", "cols", "grid", "dtype")
 
 PRNG_UNIFORM_RANGE = pv.KernelSpec(
     name="prng_uniform_range",
-    kernel=without(prng_uniform_range, "rows", "cols"),
-    reference=without(prng_uniform_range_reference, "rows", "cols", "block_rows"),
-    configs=_configs(),
+    kernel=without(prng_uniform_range, *_SIZES),
+    reference=without(prng_uniform_range_reference, *_SIZES, "block_rows", "dimension_semantics"),
+    configs=_CONFIGS,
     inputs=_inputs,
     features=("prng", "scalar_prefetch"),
     unsupported={"interpret": "the HLO interpreter has no prng_seed (NotImplementedError)"},

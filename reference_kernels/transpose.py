@@ -10,7 +10,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import pallas_verify as pv
-from reference_kernels._draw import normal, seeded, without
+import strategies as pvs
+from reference_kernels._draw import array_tuples, without
 
 __all__ = ["TRANSPOSE"]
 
@@ -21,11 +22,11 @@ def _transpose_body(x_ref, o_ref):
 
 @functools.partial(jax.jit, static_argnames=("block",))
 def transpose(x: jax.Array, *, block: int) -> jax.Array:
-    """``x.T`` with square (block, block) tiles."""
+    """``x.T`` with square (block, block) tiles; edge tiles may be partial."""
     rows, cols = x.shape
     return pl.pallas_call(
         _transpose_body,
-        grid=(rows // block, cols // block),
+        grid=(pl.cdiv(rows, block), pl.cdiv(cols, block)),
         in_specs=[pl.BlockSpec((block, block), lambda i, j: (i, j))],
         out_specs=pl.BlockSpec((block, block), lambda i, j: (j, i)),
         out_shape=jax.ShapeDtypeStruct((cols, rows), x.dtype),
@@ -33,11 +34,15 @@ def transpose(x: jax.Array, *, block: int) -> jax.Array:
     )(x)
 
 
+_BLOCK = 128  # square tiles: a dim is a lane dim of the input or of the output
+
+
 @st.composite
 def _configs(draw):
-    block = 128
-    return {"rows": block * draw(st.integers(1, 3)), "cols": block * draw(st.integers(1, 3)),
-            "block": block, "dtype": draw(st.sampled_from(["float32", "bfloat16"]))}
+    """Ragged rows and columns (partial edge tiles), square lane tiles, float dtypes."""
+    return {"rows": draw(pvs.ragged_sizes(block=_BLOCK, max_blocks=3)),
+            "cols": draw(pvs.ragged_sizes(block=_BLOCK, max_blocks=3)), "block": _BLOCK,
+            "dtype": draw(pvs.dtypes(floating_only=True))}
 
 
 TRANSPOSE = pv.KernelSpec(
@@ -45,6 +50,6 @@ TRANSPOSE = pv.KernelSpec(
     kernel=without(transpose, "rows", "cols", "dtype"),
     reference=without(lambda x: x.T, "rows", "cols", "block", "dtype"),
     configs=_configs(),
-    inputs=lambda c: seeded(lambda rng: (normal(rng, (c["rows"], c["cols"]), c["dtype"]),)),
-    features=("transpose", "bf16"),
+    inputs=lambda c: array_tuples((c["rows"], c["cols"]), dtype=c["dtype"]),
+    features=("transpose", "bf16", "ragged"),
 )

@@ -12,7 +12,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
 import pallas_verify as pv
-from reference_kernels._draw import normal, seeded, without
+import strategies as pvs
+from reference_kernels._draw import array_tuples, without
 
 __all__ = ["ATOMIC_BLOCK_SUM", "MASKED_RELU"]
 
@@ -67,14 +68,16 @@ def atomic_block_sum_reference(x, *, block):
 
 @st.composite
 def _configs(draw):
-    block = draw(st.sampled_from([32, 64, 128]))  # Triton blocks are powers of two
-    return {"n": draw(st.integers(1, 4 * block)), "block": block}
+    """A length ragged against 128 and a power-of-two Triton block for it (<= 16 blocks)."""
+    n = draw(pvs.ragged_sizes(block=128, max_blocks=4))
+    (block,) = draw(pvs.triton_block_shapes(array_shape=(n,), max_grid_points=16))
+    return {"n": n, "block": block}
 
 
 # GPU interpret mode interprets Mosaic GPU kernels only: Triton's load_p raises there.
 _TRITON_ONLY = {"gpu_interpret": "GPU interpret mode has no Triton primitives "
                 "(NotImplementedError: load_p is not supported on GPU yet)"}
-_x = lambda c: seeded(lambda rng: (normal(rng, (c["n"],)),))  # noqa: E731
+_x = lambda c: array_tuples((c["n"],), max_edge_values=1)  # noqa: E731
 
 MASKED_RELU = pv.KernelSpec(
     name="masked_relu",

@@ -70,7 +70,8 @@ def unsupported_reason(family: str, sites: list[str]) -> str | None:
 
 
 def compile_case(case: Case, *, family: str, target: str) -> tuple[Outcome, Any]:
-    """Lower and compile ``case`` for ``target``; (outcome, compiled executable or None).
+    """Lower and compile ``case`` (under its transform) for ``target``; (outcome,
+    compiled executable or None).
 
     Warnings raised while compiling (e.g. Triton's deprecation) become diagnostics.
     """
@@ -78,7 +79,7 @@ def compile_case(case: Case, *, family: str, target: str) -> tuple[Outcome, Any]
     platform, _ = _SERVES[family]
     mesh, abstract_mesh = _mesh(family, target)
     args = _abstract_args(case.inputs, mesh)
-    fn = functools.partial(case.spec.kernel, **case.config)
+    fn = _bound(case)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -115,7 +116,7 @@ def _execute(case: Case, family: str, device: Any, jax: Any) -> Outcome:
     start = time.perf_counter()
     try:
         inputs = [jax.device_put(x, device) for x in case.inputs]
-        jitted = jax.jit(functools.partial(case.spec.kernel, **case.config))
+        jitted = jax.jit(_bound(case))
         reason = unsupported_reason(family, kernel_sites(jitted.trace(*inputs).jaxpr))
         if reason is not None:
             return _failed(ErrorInfo(type=UNSUPPORTED, message=reason), start)
@@ -123,6 +124,17 @@ def _execute(case: Case, family: str, device: Any, jax: Any) -> Outcome:
     except Exception as error:  # the kernel's own failure is the outcome
         return _failed(_error_info(error), start, diagnostics=str(error))
     return Outcome(outputs=outputs, seconds=time.perf_counter() - start)
+
+
+def _bound(case: Case) -> Any:
+    """The kernel bound to the case's config, under the case's transform (if any).
+
+    ``case.inputs`` are then the transform's extended inputs (vmap: batched; grad:
+    primals, cotangents and the primal layout), see ``pallas_verify.transforms``.
+    """
+    from pallas_verify.transforms import transformed
+
+    return transformed(functools.partial(case.spec.kernel, **case.config), case.transform, case)
 
 
 def trim_message(text: str) -> str:

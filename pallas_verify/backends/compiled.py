@@ -4,7 +4,7 @@ Without the hardware they compile only, through libtpu's compile-only devices (e
 ``tpu``) and the CUDA plugin's deviceless compiles (extra ``gpu``); when jax sees a
 real chip of the target's kind they run the kernel on it. A compiler may abort the
 process, so every backend here sets ``isolate = True`` and ``run`` is called inside a
-worker process. Compiles are cached per (kernel, config, input shapes, backend) within
+worker process. Compiles are cached per (kernel, config, input shapes, transform, backend) within
 the process, so shrinking does not recompile.
 """
 
@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from pallas_verify.backends import targets
 from pallas_verify.backends._compile_worker import UNSUPPORTED, compile_case, execute_case
-from pallas_verify.case import Case, ErrorInfo, Outcome
+from pallas_verify.case import Case, Outcome
 
 __all__ = [
     "COMPILE_CACHE",
@@ -116,12 +116,6 @@ class CompiledBackend:
         return st.just({})
 
     def run(self, case: Case) -> Outcome:
-        if case.transform is not None:
-            return Outcome(error=ErrorInfo(
-                type=UNSUPPORTED,
-                message=f"{self.name} checks the bare kernel; transform={case.transform!r} "
-                "is checked on the interpreters.",
-            ))
         if self.executes:
             return execute_case(case, family=self.family, device=_attached_device(self.target))
         return self._compile_cached(case)
@@ -166,7 +160,7 @@ def _cache_key(backend: str, case: Case) -> tuple[Any, ...]:
         hash(kernel)
     except TypeError:
         kernel = id(kernel)
-    return backend, case.spec.name, kernel, config, shapes
+    return backend, case.spec.name, kernel, config, shapes, case.transform
 
 
 def _missing(family: str) -> str | None:

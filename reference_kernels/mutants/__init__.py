@@ -15,7 +15,7 @@ from pallas_verify.spec import KernelSpec
 __all__ = ["MODULES", "Mutant", "mutants"]
 
 #: The modules of this package that define ``MUTANTS``, in catalog order.
-MODULES: tuple[str, ...] = ("grid", "accumulate", "memory", "dma")
+MODULES: tuple[str, ...] = ("grid", "accumulate", "memory", "dma", "backward")
 
 #: The finding kinds a mutant may name (the stable strings of the house plan).
 FINDING_KINDS: tuple[str, ...] = (

@@ -17,29 +17,42 @@ from jax.experimental.pallas.ops.tpu.paged_attention import paged_attention_kern
 import pallas_verify as pv
 from reference_kernels._draw import normal, seeded, without
 
-__all__ = ["TPU_FLASH_ATTENTION", "TPU_GMM", "TPU_MATMUL", "TPU_PAGED_ATTENTION"]
+__all__ = ["BACKWARD_BLOCKS", "TPU_FLASH_ATTENTION", "TPU_GMM", "TPU_MATMUL", "TPU_PAGED_ATTENTION"]
 
 
-def flash_attention(q, k, v, *, causal, sm_scale, block_q, block_k_major, block_k):
+#: Backward block sizes of ``fa.BlockSizes``: the dK/dV kernel's and the dQ kernel's.
+BACKWARD_BLOCKS = ("block_q_major_dkv", "block_k_major_dkv", "block_k_dkv", "block_q_dkv",
+                   "block_k_major_dq", "block_k_dq", "block_q_dq")
+
+
+def flash_attention(q, k, v, *, causal, sm_scale, block_q, block_k_major, block_k, **backward):
+    """Upstream flash attention; ``backward`` holds the ``BACKWARD_BLOCKS`` its VJP uses."""
     sizes = fa.BlockSizes(block_q=block_q, block_k_major=block_k_major, block_k=block_k,
-                          block_b=1)
+                          block_b=1, **backward)
     return fa.flash_attention(q, k, v, causal=causal, sm_scale=sm_scale, block_sizes=sizes)
 
 
 def flash_attention_reference(q, k, v, *, causal, sm_scale, **_blocks):
-    return fa.mha_reference(q, k, v, None, causal=causal, sm_scale=sm_scale)
+    # mha_reference's own VJP raises NotImplementedError for sm_scale != 1; this one is
+    # differentiated by jax.
+    return fa.mha_reference_no_custom_vjp(q, k, v, None, causal=causal, sm_scale=sm_scale)
 
 
 @st.composite
 def _flash_configs(draw):
+    # Upstream rules, not a tiling strategies draws: every major block is 128 or the whole
+    # sequence, every minor block 128 (it must divide its major block).
     seq = draw(st.sampled_from([128, 256]))
-    block_k_major = draw(st.sampled_from([128, seq]))
-    block_q = draw(st.sampled_from([128, seq]))
+    majors = st.sampled_from([128, seq])
+    block_k_major, block_q = draw(majors), draw(majors)
     points = (seq // block_q) * (seq // block_k_major)
+    backward = {"block_q_major_dkv": draw(majors), "block_k_major_dkv": draw(majors),
+                "block_k_dkv": 128, "block_q_dkv": 128, "block_k_major_dq": draw(majors),
+                "block_k_dq": 128, "block_q_dq": draw(majors)}
     return {"heads": draw(st.integers(1, max(1, 4 // points))), "seq": seq,
             "d": draw(st.sampled_from([64, 128])), "causal": draw(st.booleans()),
             "sm_scale": draw(st.sampled_from([1.0, 0.125])), "block_q": block_q,
-            "block_k_major": block_k_major, "block_k": 128}
+            "block_k_major": block_k_major, "block_k": 128, **backward}
 
 
 def _flash_inputs(config):
@@ -54,7 +67,8 @@ TPU_FLASH_ATTENTION = pv.KernelSpec(
     configs=_flash_configs(),
     inputs=_flash_inputs,
     tolerance=pv.Tolerance(rtol=1e-4, atol=1e-4),
-    features=("attention", "online_softmax", "accumulator", "upstream"),
+    features=("attention", "online_softmax", "accumulator", "upstream", "custom_vjp"),
+    transforms=("grad",),
     bitwise_stable=False,
 )
 

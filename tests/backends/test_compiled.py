@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import pallas_verify as pv
 from pallas_verify.backends import targets
-from pallas_verify.backends._compile_worker import trim_message, unsupported_reason
+from pallas_verify.backends._compile_worker import compile_case, trim_message, unsupported_reason
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.compiled import (
     COMPILE_CACHE,
@@ -399,3 +399,35 @@ def test_second_compile_of_the_same_case_comes_from_the_cache():
     other = _run("mosaic_tpu:v5p", matmul, x, x.T.copy(), bm=128, bk=128, bn=128)
     assert COMPILE_CACHE.hits == hits + 1
     assert other.ok
+
+
+def double_with_vjp(x, *, block):
+    """``2x`` whose VJP is another Pallas kernel (``2g``): grad compiles both."""
+    import jax
+
+    @jax.custom_vjp
+    def f(x):
+        return double(x, block=block)
+
+    f.defvjp(lambda x: (f(x), None), lambda _, g: (double(g, block=block),))
+    return f(x)
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize(("transform", "inputs"), [
+    ("vmap", (np.stack([_f32(16, 256), 2 * _f32(16, 256), 3 * _f32(16, 256)]),)),
+    # grad: the primal, one cotangent per float output, then the primal layout arange(1).
+    ("grad", (_f32(16, 256), _f32(16, 256), np.arange(1, dtype=np.int32))),
+])
+def test_transformed_case_compiles_for_v5e(transform, inputs):
+    case = Case(spec=_case(double_with_vjp, "mosaic_tpu:v5e", *inputs, block=(8, 128)).spec,
+                config={"block": (8, 128)}, inputs=inputs, backend="mosaic_tpu:v5e", transform=transform)
+    outcome, compiled = compile_case(case, family="mosaic_tpu", target="v5e")
+    assert outcome.ok, outcome.error
+    assert outcome.compiled_only
+    # The executable takes the transform's extended inputs and returns its outputs:
+    # vmap the batched double, grad the one gradient of the one float input.
+    import jax
+
+    assert [leaf.shape for leaf in jax.tree.leaves(compiled.out_info)] == [inputs[0].shape]
+    assert CompiledBackend(family="mosaic_tpu", target="v5e").run(case).ok

@@ -25,7 +25,8 @@ _SCRIPT = textwrap.dedent("""
     for interp in applicable(spec):
         for rows in (8, 16):
             config = {{"rows_per_device": rows, "cols": 128}}
-            inputs = find(spec.inputs(config), lambda _: True)
+            # Nonzero rows (the simplest draw is all zeros, which any permutation keeps).
+            inputs = find(spec.inputs(config), lambda xs: bool((xs[0] != 0).all()))
             assert_matches(spec, run(spec, interp, config, inputs),
                            reference(spec, config, inputs))
             print("ok", interp.name, rows)

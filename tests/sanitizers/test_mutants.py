@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import signal
 
+import jax
 import numpy as np
 import pytest
 from hypothesis import find
 from jax.experimental.pallas import tpu as pltpu
 
+from pallas_verify import transforms
 from pallas_verify.gridcheck import check_grid
-from reference_kernels.mutants import FINDING_KINDS, Mutant, mutants
+from reference_kernels.mutants import FINDING_KINDS, Mutant, backward, mutants
 
 MUTANTS = {m.name: m for m in mutants()}
 F32_TOL = (1e-5, 1e-5)
@@ -177,3 +180,35 @@ def test_twin_is_clean(name, capsys):
         assert close(run(m.twin, config, inputs, **mode), expected, tol), mode
     assert capsys.readouterr().out == ""
     assert check_grid(m.twin.kernel, inputs, config) == []
+
+
+# The backward mutants' forward is correct: their raw signal is the gradient, taken the
+# way verify takes it (pallas_verify.transforms under "grad" on the extended inputs).
+BACKWARD = sorted(m.name for m in backward.MUTANTS)
+
+
+def grad_inputs(spec, config, inputs) -> tuple:
+    """Primals, one seed-0 normal cotangent per float output, then the primal layout."""
+    outs = jax.tree.leaves(jax.eval_shape(functools.partial(spec.reference, **config), *inputs))
+    rng = np.random.default_rng(0)
+    cotangents = tuple(rng.standard_normal(o.shape).astype(o.dtype) for o in outs)
+    return (*inputs, *cotangents, np.arange(len(inputs), dtype=np.int32))
+
+
+def grads(spec, config, extended) -> list[np.ndarray]:
+    """The kernel's VJP on the HLO interpreter (the bug is in the math, not the memory)."""
+    fn = transforms.transformed(functools.partial(spec.kernel, **config), "grad", None)
+    with pltpu.force_tpu_interpret_mode(True):
+        return [np.asarray(g) for g in jax.jit(fn)(*extended)]
+
+
+@pytest.mark.parametrize("name", BACKWARD)
+def test_backward_mutant_forward_is_right_and_its_gradient_wrong(name):
+    m, config, inputs = mutant(name)
+    assert close(run(m.spec, config, inputs), reference(m.spec, config, inputs), (1e-4, 1e-4))
+    extended = grad_inputs(m.spec, config, inputs)
+    expected, _ = transforms.expected_outputs(m.spec, config, extended, "grad")
+    got = grads(m.spec, config, extended)
+    assert any(not close(g, e, (1e-3, 1e-3)) for g, e in zip(got, expected, strict=True))
+    twin = grads(m.twin, config, extended)
+    assert all(close(g, e, (1e-3, 1e-3)) for g, e in zip(twin, expected, strict=True))
