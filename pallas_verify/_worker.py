@@ -21,6 +21,8 @@ def _serve(read_fd: int, write_fd: int) -> None:
             request = inbox.recv()
         except EOFError:
             return
+        missing = [p for p in request.get("sys_path", []) if p not in sys.path]
+        sys.path[:0] = missing
         try:
             spec = specs.get(request["spec"]) or specs.setdefault(request["spec"], load_spec(request["spec"]))
             case = Case(

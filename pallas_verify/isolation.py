@@ -73,6 +73,9 @@ class Worker:
             "inputs": case.inputs,
             "mode": dict(case.mode),
             "transform": case.transform,
+            # A long-lived worker must see import paths added since it started (pytest's
+            # rootdir, a spec file's folder), or "module:NAME" references would not load.
+            "sys_path": [p for p in sys.path if p],
         }
         start = time.perf_counter()
         limit = self.timeout_s if timeout_s is None else timeout_s

@@ -112,10 +112,19 @@ def spec_ref(spec: KernelSpec) -> str | None:
         for attr, value in vars(module).items():
             if value is spec:
                 file = getattr(module, "__file__", None)
-                if module.__name__ in ("__main__", "__mp_main__") or module.__name__.startswith("_pv_"):
+                if _by_path(module):
                     return f"{Path(file).resolve()}::{attr}" if file else None
                 return f"{module.__name__}:{attr}"
     return None
+
+
+def _by_path(module: ModuleType) -> bool:
+    """Refer to a module by its file when its name alone may be ambiguous elsewhere.
+
+    Scripts, ``__main__`` and top-level test modules (``test_kernels``: the same name can
+    stand in many folders) load by path; modules inside a package load by name.
+    """
+    return "." not in module.__name__ and not hasattr(module, "__path__")
 
 
 def _candidate_modules(spec: Any) -> list[ModuleType]:

@@ -1,13 +1,15 @@
-"""Plugin tests run pytest inside pytest (``pytester``) on small generated spec modules."""
+"""Plugin tests run pytest in a subprocess (``pytester``) on small generated spec modules.
+
+In-process runs would share this process's jax with the inner session, and pytester
+restores ``sys.modules`` afterwards, so jax modules imported inside would be imported
+again later: duplicated lowering registries then break other tests in this process.
+"""
 
 from __future__ import annotations
 
 import textwrap
 
-import jax  # noqa: F401  (imported once here: pytester's in-process runs must not re-import jaxlib)
 import pytest
-from jax.experimental import pallas  # noqa: F401
-from jax.experimental.pallas import tpu  # noqa: F401
 
 # A kernel doubling a (2 * block, 128) array block by block; SHIFT moves the input block
 # map by one block (the classic off-by-one index_map bug). Inputs are fixed, so a

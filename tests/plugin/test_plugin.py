@@ -11,7 +11,7 @@ FAST = ("--pv-max-examples", "2", "--pv-isolate", "never", "-p", "no:cacheprovid
 
 def test_module_level_spec_is_one_item_per_default_backend(pytester, spec_file, spec_line):
     spec_file(spec_line("DOUBLE", "double"))
-    result = pytester.runpytest("--collect-only", "-q")
+    result = pytester.runpytest_subprocess("--collect-only", "-q")
     result.stdout.fnmatch_lines([
         "test_kernels.py::double[[]interpret[]]",
         "test_kernels.py::double[[]tpu_interpret[]]",
@@ -22,22 +22,22 @@ def test_module_level_spec_is_one_item_per_default_backend(pytester, spec_file, 
 
 def test_header_prints_seed_profile_and_backends(pytester, spec_file, spec_line):
     spec_file(spec_line("DOUBLE", "double"))
-    result = pytester.runpytest("--collect-only", "--pv-seed", "7", "--pv-backends", "interpret")
+    result = pytester.runpytest_subprocess("--collect-only", "--pv-seed", "7", "--pv-backends", "interpret")
     result.stdout.fnmatch_lines(["pallas-verify: seed=7 (repeat with --pv-seed 7), profile=dev, backends=interpret*"])
-    ci = pytester.runpytest("--collect-only", "--pv-profile", "ci")
+    ci = pytester.runpytest_subprocess("--collect-only", "--pv-profile", "ci")
     ci.stdout.fnmatch_lines(["pallas-verify: seed=none (deterministic profile), profile=ci*"])
 
 
 def test_correct_spec_passes_and_k_selects_one_backend(pytester, spec_file, spec_line):
     spec_file(spec_line("DOUBLE", "double"))
-    result = pytester.runpytest(*FAST, "-k", "double and not tpu and not gpu", "-v")
+    result = pytester.runpytest_subprocess(*FAST, "-k", "double and not tpu and not gpu", "-v")
     result.stdout.fnmatch_lines(["*double[[]interpret[]] PASSED*"])
     result.assert_outcomes(passed=1, deselected=2)
 
 
 def test_buggy_spec_fails_with_evidence_and_reproducer(pytester, spec_file, spec_line):
     spec_file(spec_line("SHIFTED", "double_shifted", shift=1))
-    result = pytester.runpytest("--pv-max-examples", "2", "--pv-backends", "interpret", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("--pv-max-examples", "2", "--pv-backends", "interpret", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*double_shifted[[]interpret[]]*",
@@ -49,12 +49,12 @@ def test_buggy_spec_fails_with_evidence_and_reproducer(pytester, spec_file, spec
         "reproduce: python *double_shifted-mismatch-interpret.py",
     ])
     script = next(pytester.path.glob("pv-out/double_shifted-mismatch-interpret.py"))
-    assert "SPEC = 'test_kernels:SHIFTED'" in script.read_text()
+    assert "test_kernels.py::SHIFTED'" in script.read_text()  # a top-level module loads by path
 
 
 def test_backend_of_another_platform_is_collected_as_skipped(pytester, spec_file, spec_line):
     spec_file(spec_line("GPU_ONLY", "gpu_only", platforms=("gpu",)))
-    result = pytester.runpytest(*FAST, "--pv-backends", "tpu_interpret", "-rs")
+    result = pytester.runpytest_subprocess(*FAST, "--pv-backends", "tpu_interpret", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.re_match_lines([r"SKIPPED \[1\] test_kernels.py(:\d+)?: tpu_interpret serves \['tpu'\]; the kernel targets \['gpu'\]"])
 
@@ -70,7 +70,7 @@ def test_backend_of_another_platform_is_collected_as_skipped(pytester, spec_file
     ],
 )
 def test_bad_options_are_usage_errors(pytester, option, message):
-    result = pytester.runpytest(*option)
+    result = pytester.runpytest_subprocess(*option)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
 
@@ -78,7 +78,7 @@ def test_bad_options_are_usage_errors(pytester, option, message):
 def test_report_dir_gets_json_html_and_junit(pytester, spec_file, spec_line):
     spec_file(spec_line("DOUBLE", "double", platforms=("tpu",)),
               spec_line("SHIFTED", "double_shifted", shift=1, platforms=("tpu",)))
-    result = pytester.runpytest(*FAST, "--pv-backends", "interpret,gpu_interpret", "--pv-report", "rep",
+    result = pytester.runpytest_subprocess(*FAST, "--pv-backends", "interpret,gpu_interpret", "--pv-report", "rep",
                                 "--pv-shrink-budget", "5")
     result.assert_outcomes(passed=1, failed=1, skipped=2)
     result.stdout.fnmatch_lines(["pallas-verify report: *rep/report.html (JSON: *rep/report.json)"])
@@ -107,7 +107,7 @@ def test_built_here_and_correct():
     assert [r.status for r in report.results] == ["pass"]
 ''', stem="inner")
     pytester.makeconftest("from pallas_verify import plugin as pv_plugin\nimport builtins\nbuiltins.pv_plugin = pv_plugin\n")
-    result = pytester.runpytest(*FAST)
+    result = pytester.runpytest_subprocess(*FAST)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*KernelFindingsError: 1 finding:*", "*[[]mismatch[]] inner_shifted on interpret"])
 
