@@ -10,30 +10,13 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
+from pallas_verify.findings import FINDING_KINDS
 from pallas_verify.spec import KernelSpec
 
 __all__ = ["MODULES", "Mutant", "mutants"]
 
 #: The modules of this package that define ``MUTANTS``, in catalog order.
 MODULES: tuple[str, ...] = ("grid", "accumulate", "memory", "dma", "backward")
-
-#: The finding kinds a mutant may name (the stable strings of the house plan).
-FINDING_KINDS: tuple[str, ...] = (
-    "mismatch",
-    "race",
-    "out_of_bounds",
-    "uninitialized_read",
-    "dma_ordering",
-    "grid_order",
-    "revisit",
-    "semaphore_leak",
-    "input_mutation",
-    "backend_divergence",
-    "compile_error",
-    "crash",
-    "timeout",
-    "exception",
-)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
