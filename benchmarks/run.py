@@ -1,0 +1,148 @@
+"""``python -m benchmarks.run``: measure everything, print the table, write results.json.
+
+``--scale full`` (the default, what ``make bench`` runs) takes about ten minutes on two
+cores; ``--scale tiny`` runs every section at the smallest size that still produces
+every figure. ``--sections`` picks sections (default: all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SCALES", "SECTIONS", "Scale", "main", "run"]
+
+RESULTS = Path(__file__).resolve().parent / "results.json"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Scale:
+    """How much of each section to run.
+
+    Attributes:
+      overhead_examples, overhead_repeats: examples per spec; warm runs per case.
+      search_examples, shrink_budget_s, metamorphic_examples: compile-reuse sizes.
+      budget_s, case_timeout_s, mutants: detection budget per mutant and method, per-case
+        time limit, and which mutants (empty: all).
+      scaling_examples, scaling_specs: examples per kernel and backend; how many specs.
+      grid_points: grid sizes of the cost series.
+    """
+
+    overhead_examples: int
+    overhead_repeats: int
+    search_examples: int
+    shrink_budget_s: float
+    metamorphic_examples: int
+    budget_s: float
+    case_timeout_s: float
+    mutants: tuple[str, ...]
+    scaling_examples: int
+    scaling_specs: int
+    grid_points: tuple[int, ...]
+
+
+SCALES: dict[str, Scale] = {
+    "full": Scale(overhead_examples=2, overhead_repeats=5, search_examples=5, shrink_budget_s=8.0,
+                  metamorphic_examples=2, budget_s=15.0, case_timeout_s=8.0, mutants=(), scaling_examples=3,
+                  scaling_specs=6, grid_points=(1, 2, 4, 8, 16, 32)),
+    "tiny": Scale(overhead_examples=1, overhead_repeats=2, search_examples=1, shrink_budget_s=1.0,
+                  metamorphic_examples=1, budget_s=8.0, case_timeout_s=5.0,
+                  mutants=("rotated_index_map", "read_before_wait"), scaling_examples=1, scaling_specs=1,
+                  grid_points=(1, 2)),
+}
+
+
+def _overhead(scale: Scale) -> dict[str, Any]:
+    from benchmarks.overhead import overhead
+
+    return overhead(examples=scale.overhead_examples, repeats=scale.overhead_repeats)
+
+
+def _compiles(scale: Scale) -> dict[str, Any]:
+    from benchmarks.compiles import compile_reuse
+
+    return compile_reuse(max_examples=scale.search_examples, shrink_budget_s=scale.shrink_budget_s,
+                         metamorphic_examples=scale.metamorphic_examples)
+
+
+def _detection(scale: Scale) -> dict[str, Any]:
+    from benchmarks.detection import Settings, detection
+
+    return detection(Settings(budget_s=scale.budget_s, case_timeout_s=scale.case_timeout_s, only=scale.mutants))
+
+
+def _scaling(scale: Scale) -> dict[str, Any]:
+    from benchmarks.scaling import SPECS, scaling
+
+    return scaling(max_examples=scale.scaling_examples, specs=SPECS[: scale.scaling_specs])
+
+
+def _cost(scale: Scale) -> dict[str, Any]:
+    from benchmarks.cost import cost
+
+    return cost(grid_points=scale.grid_points)
+
+
+#: Section name -> (runner, keys lifted to the top level of results.json).
+SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] = {
+    "overhead": (_overhead, ("overhead_ratio", "overhead_ratio_in_process")),
+    "compiles": (_compiles, ("compiles_per_100_search_examples", "compiles_per_100_shrink_examples",
+                             "compiles_per_metamorphic_rerun_first", "compiles_per_metamorphic_rerun_repeat")),
+    "detection": (_detection, ("kill_rate", "kill_rate_hlo_grid", "kill_rate_hlo_random", "kill_rate_tpu_default",
+                               "detect_ratio_vs_best_baseline")),
+    "scaling": (_scaling, ("examples_per_s",)),
+    "cost": (_cost, ("recommended_max_grid_points",)),
+}
+
+
+def run(scale_name: str, sections: tuple[str, ...] = tuple(SECTIONS)) -> dict[str, Any]:
+    """Run ``sections`` at ``scale_name``; the results dict (headline keys at the top)."""
+    from benchmarks.machine import machine
+
+    scale = SCALES[scale_name]
+    results: dict[str, Any] = {"scale": scale_name, "settings": dataclasses.asdict(scale), "machine": machine(),
+                               "section_seconds": {}}
+    started = time.perf_counter()
+    for name in sections:
+        section, lifted = SECTIONS[name]
+        t0 = time.perf_counter()
+        results[name] = section(scale)
+        results["section_seconds"][name] = round(time.perf_counter() - t0, 1)
+        results.update({key: results[name].get(key) for key in lifted})
+    if "scaling" in results:
+        results["scaling_speedup"] = results["scaling"]["speedup"]
+    results["seconds"] = time.perf_counter() - started
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", choices=tuple(SCALES), default="full")
+    parser.add_argument("--sections", default=",".join(SECTIONS),
+                        help=f"comma-separated sections (default: all of {','.join(SECTIONS)})")
+    parser.add_argument("--out", type=Path, default=RESULTS, help=f"results file (default: {RESULTS})")
+    args = parser.parse_args(argv)
+    sections = tuple(s for s in args.sections.split(",") if s)
+    unknown = [s for s in sections if s not in SECTIONS]
+    if unknown:
+        parser.error(f"--sections: unknown {unknown}; choose from {', '.join(SECTIONS)}")
+    from pallas_verify._env import configure
+
+    configure()  # before anything imports jax: CPU-first when no accelerator is attached
+    results = run(args.scale, sections)
+    from benchmarks.table import render
+
+    args.out.write_text(json.dumps(results, indent=1, default=str) + "\n")
+    print(render(results))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The printed table of a benchmark run (results.json holds everything it shows)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["HEADLINES", "render"]
+
+#: (results key, label, target) of the headline figures, in print order.
+HEADLINES: tuple[tuple[str, str, str], ...] = (
+    ("overhead_ratio", "overhead ratio (worker path / bare)", "<= 1.10"),
+    ("overhead_ratio_in_process", "overhead ratio (in-process / bare)", "<= 1.10"),
+    ("compiles_per_100_search_examples", "compiles per 100 search examples", ""),
+    ("compiles_per_100_shrink_examples", "compiles per 100 shrink examples", ""),
+    ("compiles_per_metamorphic_rerun_repeat", "compiles per repeated metamorphic rerun", "0"),
+    ("kill_rate", "kill rate, pallas-verify", "1.0"),
+    ("kill_rate_hlo_grid", "kill rate, HLO fixed grid", ""),
+    ("kill_rate_hlo_random", "kill rate, HLO random", ""),
+    ("kill_rate_tpu_default", "kill rate, TPU interpret defaults", ""),
+    ("detect_ratio_vs_best_baseline", "seconds-to-detect / best baseline (median)", "<= 2"),
+    ("scaling_speedup", "xdist speed-up, 2 workers over 1", ""),
+    ("recommended_max_grid_points", "recommended max_grid_points", ""),
+)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def _rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    line = "  ".join
+    return [line(h.ljust(w) for h, w in zip(header, widths, strict=True)),
+            line("-" * w for w in widths),
+            *(line(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)]
+
+
+def _mutant_cell(verdict: dict[str, Any]) -> str:
+    if not verdict["found"]:
+        return f"missed ({_fmt(verdict['seconds'])} s)"
+    return f"{verdict['seconds']:.2f} s"
+
+
+def _mutants(detection: dict[str, Any]) -> list[str]:
+    per = detection.get("per_mutant", {})
+    if not per:
+        return []
+    methods = list(next(iter(per.values()))["baselines"])
+    rows = []
+    for name, m in per.items():
+        pv = m["pallas_verify"]
+        first = f"{_mutant_cell(pv)} {pv['kind'] or ''}".strip()
+        rows.append((name, first, *(_mutant_cell(m["baselines"][k]) for k in methods)))
+    return _rows(("mutant", "pallas-verify", *methods), rows)
+
+
+def _costs(cost: dict[str, Any]) -> list[str]:
+    series = cost.get("series", {})
+    if not series:
+        return []
+    rows = []
+    for label, s in series.items():
+        cold, warm = s["cold_fit"], s.get("warm_fit")
+        rows.append((label, f"{cold['fixed_s']:.3f} + {cold['per_point_s'] * 1e3:.2f} ms/pt",
+                     f"{warm['fixed_s'] * 1e3:.2f} ms + {warm['per_point_s'] * 1e3:.2f} ms/pt" if warm else "-"))
+    return _rows(("backend", "cold run (s)", "warm run"), rows)
+
+
+def render(results: dict[str, Any]) -> str:
+    """Headline figures with their targets, then per-mutant times and per-backend costs."""
+    m = results.get("machine", {})
+    lines = [f"machine: {m.get('cores')} cores, {m.get('cpu_model')}, load {m.get('load_average')}, "
+             f"jax {m.get('jax')}; scale={results.get('scale')}; {results.get('seconds', 0):.0f} s", ""]
+    lines += _rows(("figure", "value", "target"),
+                   [(label, _fmt(results.get(key)), target) for key, label, target in HEADLINES if key in results])
+    for block in (_mutants(results.get("detection", {})), _costs(results.get("cost", {}))):
+        if block:
+            lines += ["", *block]
+    return "\n".join(lines)

@@ -1,0 +1,101 @@
+"""The benchmarks run at a tiny scale and produce results of the documented structure.
+
+Figures are measured, never asserted: these tests check keys, types and signs only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import bare, baselines, cost, machine, overhead, run, sampling, table
+from reference_kernels.mutants import mutants
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value) and value > 0
+
+
+def test_machine_records_cores_and_cpu_model() -> None:
+    info = machine.machine()
+    assert info["cores"] >= 1
+    assert info["cpu_model"]
+    assert info["jax"]
+
+
+def test_drawn_examples_repeat_for_a_seed() -> None:
+    spec = mutants()[0].spec
+    first = sampling.draw_examples(spec, count=3, seed=7)
+    again = sampling.draw_examples(spec, count=3, seed=7)
+    assert [e.config for e in first] == [e.config for e in again]
+    for a, b in zip(first, again, strict=True):
+        assert all(np.array_equal(x, y) for x, y in zip(a.inputs, b.inputs, strict=True))
+    grid = sampling.grid_examples(spec, size=4, seed=7)
+    assert len({repr(sorted(e.config.items())) for e in grid}) == len(grid) >= 1
+
+
+def test_allclose_failure_names_the_output() -> None:
+    spec = mutants()[0].spec
+    same = (np.ones((2, 2), np.float32),)
+    assert bare.allclose_failure(spec, same, same) is None
+    assert "output 0" in bare.allclose_failure(spec, (same[0] + 1,), same)
+    assert "output 0" in bare.allclose_failure(spec, (np.ones((3,), np.float32),), same)
+
+
+def test_a_baseline_finds_a_mismatch_mutant() -> None:
+    mutant = next(m for m in mutants() if m.name == "rotated_index_map")
+    events: list[dict] = []
+    verdict = baselines.run_baseline(mutant.spec, "hlo_grid", budget_s=30.0, seed=0, emit=events.append)
+    assert verdict["found"] is True
+    assert _positive(verdict["seconds"])
+    assert verdict["examples"] == len(events) >= 1
+
+
+def test_overhead_structure() -> None:
+    result = overhead.overhead(examples=1, repeats=1, specs=overhead.SPECS[:1], modes=overhead.MODES[:1])
+    assert _positive(result["overhead_ratio"])
+    assert _positive(result["overhead_ratio_in_process"])
+    assert result["executions_per_path"] == result["cases"] * 2
+    assert set(result["example_cost"]) == {"interpret"}
+
+
+def test_cost_structure_and_budget() -> None:
+    result = cost.cost(grid_points=(1, 2), backends=cost.BACKENDS[:3])
+    assert set(result["series"]) == {"interpret", "tpu_interpret", "tpu_interpret+races"}
+    for series in result["series"].values():
+        assert [r["grid_points"] for r in series["rows"]] == [1, 2]
+        assert all(_positive(r["cold_s"]) and _positive(r["warm_s"]) for r in series["rows"])
+    assert result["recommended_max_grid_points"] >= 1
+
+
+def test_table_renders_headlines_and_mutants() -> None:
+    results = {"machine": {"cores": 2}, "scale": "tiny", "seconds": 1.0, "kill_rate": 1.0, "detection": {
+        "per_mutant": {"m": {"pallas_verify": {"found": True, "seconds": 0.5, "kind": "interpret:mismatch"},
+                             "baselines": {"hlo_grid": {"found": False, "seconds": 0.1}}}}}}
+    text = table.render(results)
+    assert "kill rate, pallas-verify" in text
+    assert "missed" in text
+    assert "interpret:mismatch" in text
+
+
+@pytest.mark.slow
+def test_tiny_run_writes_every_key(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    assert run.main(["--scale", "tiny", "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    for key in ("overhead_ratio", "kill_rate", "kill_rate_hlo_grid", "kill_rate_hlo_random", "kill_rate_tpu_default",
+                "detect_ratio_vs_best_baseline", "compiles_per_100_search_examples",
+                "compiles_per_100_shrink_examples", "examples_per_s", "recommended_max_grid_points", "machine"):
+        assert key in results, key
+    assert _positive(results["overhead_ratio"])
+    assert _positive(results["detect_ratio_vs_best_baseline"])
+    assert all(_positive(v) for v in results["examples_per_s"].values())
+    per_mutant = results["detection"]["per_mutant"]
+    assert set(per_mutant) == set(run.SCALES["tiny"].mutants)
+    for row in per_mutant.values():
+        assert set(row["baselines"]) == set(baselines.METHODS)
+        assert row["pallas_verify"]["seconds"] is None or row["pallas_verify"]["seconds"] >= 0
