@@ -73,7 +73,7 @@ def run_conformance(
         else:
             part = verify(spec, names, max_examples, profile=profile, out_dir=Path(out_dir) / "repro")
         report.merge(part)
-        cells = ", ".join(f"{r.backend}={r.status}" for r in part.results)
+        cells = ", ".join(f"{r.backend}{'+' + r.transform if r.transform else ''}={r.status}" for r in part.results)
         progress(f"{spec.name}: {cells}")
     report.seconds = time.perf_counter() - started
     return report
