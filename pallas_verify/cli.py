@@ -129,7 +129,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_conformance(args: argparse.Namespace) -> int:
-    from pallas_verify.conformance import bundled_specs, run_conformance
+    from pallas_verify.conformance import bundled_specs, ensure_host_devices, run_conformance
+
+    ensure_host_devices()  # before jax is imported: multi-device kernels run, not skip
     from pallas_verify.render import write_reports
     from pallas_verify.summary import print_summary
 

@@ -8,8 +8,9 @@ available here, or not for the kernel's platforms, with the reason).
 from __future__ import annotations
 
 import fnmatch
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,25 @@ from pallas_verify.errors import InvalidArgument
 from pallas_verify.report import BackendResult, Report
 from pallas_verify.spec import KernelSpec
 
-__all__ = ["DEMO_KERNELS", "bundled_specs", "run_conformance"]
+__all__ = ["DEMO_KERNELS", "HOST_DEVICES", "bundled_specs", "ensure_host_devices", "run_conformance"]
 
 # What `make demo` verifies: a ragged elementwise kernel, a tiled matmul with an
 # accumulator, a row softmax, a portable kernel (TPU and GPU backends) and a plgpu.kernel
 # with barriers (GPU interpret mode, Mosaic GPU): a few seconds per backend each.
 DEMO_KERNELS = ("ragged_add", "matmul_f32", "softmax", "scale_shift", "gpu_barrier_affine")
+
+
+# Host CPU devices the conformance run asks for: the catalog's multi-device kernels (a
+# ring permute with remote DMAs under shard_map) need 4.
+HOST_DEVICES = 4
+
+
+def ensure_host_devices(environ: MutableMapping[str, str] = os.environ) -> None:
+    """Ask XLA for HOST_DEVICES CPU devices unless the user chose a count; call before jax
+    is imported. Worker processes inherit it."""
+    flags = environ.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" not in flags:
+        environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={HOST_DEVICES}".strip()
 
 
 def bundled_specs(pattern: str = "*") -> list[KernelSpec]:

@@ -234,9 +234,15 @@ def _kernel_names(report: Report) -> list[str]:
 
 
 def _matrix_rows(report: Report) -> tuple[list[str], list[tuple[str, list[BackendResult | None]]]]:
+    """Column labels (each backend, then ``backend+transform`` for each transform run
+    there) and one row of cells per kernel."""
     backends = list(dict.fromkeys([*report.backends, *(r.backend for r in report.results)]))
-    cells = {(r.kernel, r.backend): r for r in report.results if r.transform is None}
-    return backends, [(k, [cells.get((k, b)) for b in backends]) for k in _kernel_names(report)]
+    transforms = sorted({r.transform for r in report.results if r.transform})
+    present = {(r.backend, r.transform) for r in report.results}
+    columns = [(b, t) for b in backends for t in (None, *transforms) if t is None or (b, t) in present]
+    cells = {(r.kernel, r.backend, r.transform): r for r in report.results}
+    labels = [b if t is None else f"{b}+{t}" for b, t in columns]
+    return labels, [(k, [cells.get((k, b, t)) for b, t in columns]) for k in _kernel_names(report)]
 
 
 def _summary_pairs(report: Report) -> list[tuple[str, str]]:

@@ -1,0 +1,48 @@
+"""`pallas-verify conformance`: the matrix, transform columns, multi-device kernels."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pallas_verify.conformance import HOST_DEVICES, bundled_specs, ensure_host_devices
+from pallas_verify.errors import InvalidArgument
+
+
+def test_host_devices_are_requested_unless_the_user_chose():
+    env = {"XLA_FLAGS": "--xla_cpu_enable_fast_math=false"}
+    ensure_host_devices(env)
+    assert env["XLA_FLAGS"] == f"--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count={HOST_DEVICES}"
+    mine = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    ensure_host_devices(mine)
+    assert mine["XLA_FLAGS"] == "--xla_force_host_platform_device_count=8"
+
+
+def test_kernel_patterns_select_bundled_specs():
+    names = {s.name for s in bundled_specs("matmul_f32,upstream_tpu_*")}
+    assert "matmul_f32" in names and "upstream_tpu_flash_attention" in names
+    assert len(bundled_specs("*")) >= 25
+    with pytest.raises(InvalidArgument, match="--kernels 'nope' matches no bundled kernel"):
+        bundled_specs("nope")
+
+
+@pytest.mark.slow
+def test_conformance_writes_the_matrix_with_transform_columns_and_runs_multi_device_kernels(tmp_path):
+    run = subprocess.run(
+        [sys.executable, "-m", "pallas_verify.cli", "conformance", "--kernels", "ring_permute,ragged_add",
+         "--backends", "interpret,gpu_interpret", "--max-examples", "2", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    cells = {k["name"]: k["results"] for k in report["kernels"]}
+    assert cells["ring_permute"]["interpret"]["status"] == "pass"  # 4 host devices were set up
+    assert cells["ragged_add"]["interpret+vmap"]["status"] == "pass"
+    assert cells["ragged_add"]["gpu_interpret"]["status"] == "skipped"
+    assert "kernel targets ['tpu']" in cells["ragged_add"]["gpu_interpret"]["reason"]
+    markdown = (tmp_path / "report.md").read_text()
+    assert "| kernel | interpret | interpret+vmap | gpu_interpret |" in markdown
+    assert (tmp_path / "report.html").exists() and (tmp_path / "report.junit.xml").exists()
