@@ -1,8 +1,8 @@
 """pallas-verify: property-based testing and differential verification of Pallas kernels."""
 
+from pallas_verify.engine import verify as verify
 from pallas_verify.errors import InvalidArgument as InvalidArgument
 from pallas_verify.errors import InvalidSpec as InvalidSpec
-from pallas_verify.engine import verify as verify
 from pallas_verify.errors import PallasVerifyError as PallasVerifyError
 from pallas_verify.findings import FINDING_KINDS as FINDING_KINDS
 from pallas_verify.findings import Finding as Finding

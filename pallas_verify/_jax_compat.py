@@ -16,11 +16,11 @@ from pallas_verify.case import ErrorInfo
 
 __all__ = [
     "RACE_LOGGERS",
-    "upstream_limitation",
     "capture_logs",
     "error_info",
     "force_interpret",
     "reset_interpreters",
+    "upstream_limitation",
 ]
 
 # Loggers that report races with on_race="warn" (TPU and GPU interpret modes; a racing
@@ -109,7 +109,7 @@ def error_info(exc: BaseException) -> ErrorInfo:
 
     text = str(exc)
     tb = "".join(traceback.format_exception(exc))
-    if "CpuCallback error" in text or "callback" in text.lower() and "Traceback" in text:
+    if "CpuCallback error" in text or ("callback" in text.lower() and "Traceback" in text):
         embedded = _embedded_error(text)
         if embedded is not None:
             return ErrorInfo(type=embedded[0], message=embedded[1], traceback=tb)

@@ -47,7 +47,7 @@ class Worker:
         self.close()
         parent_r, child_w = os.pipe()
         child_r, parent_w = os.pipe()
-        self._stderr = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115  (lives as long as the worker; closed in close())
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "pallas_verify._worker", str(child_r), str(child_w)],
             pass_fds=(child_r, child_w),

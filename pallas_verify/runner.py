@@ -26,7 +26,7 @@ __all__ = ["ISOLATE", "UNSUPPORTED", "Runner", "Unsupported", "example_key", "re
 ISOLATE = ("auto", "always", "never")
 
 
-class Unsupported(Exception):  # noqa: N818  (a verdict, not a failure)
+class Unsupported(Exception):
     """The backend cannot run this kernel at all; the message says why."""
 
 
