@@ -127,18 +127,33 @@ def _embedded_error(text: str) -> tuple[str, str] | None:
     return None
 
 
-# Upstream interpreter limitations, recognised by where the error was raised -> the
-# reason a kernel cannot run there (an "unsupported" result, not a finding).
+# Known upstream (JAX 0.12) limitations: (backend, transform or None for any, a marker in
+# the error's text or traceback, the reason). A case that hits one is an "unsupported"
+# cell with the reason, never a finding and never a pass.
 _LIMITATIONS = (
-    ("has_trivial_window()", "GPU interpret mode runs pl.pallas_call only with whole-array blocks "
-     "(JAX 0.12 asserts BlockMapping.has_trivial_window); use plgpu.kernel, or run this kernel on "
+    ("gpu_interpret", None, "has_trivial_window()",
+     "GPU interpret mode runs pl.pallas_call only with whole-array blocks (JAX 0.12 asserts "
+     "BlockMapping.has_trivial_window); use plgpu.kernel, or run this kernel on "
      "interpret/tpu_interpret"),
+    ("tpu_interpret", "vmap", "_get_randomized_grid_coordinates",
+     "TPU interpret mode (JAX 0.12) cannot run jax.vmap of a pallas_call that sets "
+     "dimension_semantics: vmap adds a grid dimension without a semantic and the "
+     "interpreter's grid randomisation zips the grid with the semantics (ValueError: "
+     "safe_zip length mismatch); vmap is checked on interpret and on mosaic_tpu, whose "
+     "lowering adds a 'parallel' semantic per vmapped dimension"),
+    ("gpu_interpret", "vmap", "unexpected keyword argument 'kernel_arg_transforms'",
+     "GPU interpret mode (JAX 0.12) cannot run jax.vmap of a pallas_call: pallas_call's "
+     "batching rule rejects the kernel_arg_transforms parameter that GPU interpret mode "
+     "sets (TypeError); vmap is checked on interpret"),
 )
 
 
-def upstream_limitation(error: ErrorInfo) -> str | None:
-    """The reason an error is a known limitation of an upstream interpreter, else None."""
-    for marker, reason in _LIMITATIONS:
-        if marker in error.traceback:
+def upstream_limitation(error: ErrorInfo | None, *, backend: str, transform: str | None) -> str | None:
+    """Why ``error`` on ``backend`` (under ``transform``) is a known upstream limitation."""
+    if error is None:
+        return None
+    where = error.traceback + error.message
+    for row_backend, row_transform, marker, reason in _LIMITATIONS:
+        if backend == row_backend and row_transform in (None, transform) and marker in where:
             return reason
     return None

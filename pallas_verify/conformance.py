@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pallas_verify.errors import InvalidArgument
-from pallas_verify.report import BackendResult, Report
+from pallas_verify.report import BackendResult, Report, cell_key
 from pallas_verify.spec import KernelSpec
 
 __all__ = ["DEMO_KERNELS", "HOST_DEVICES", "bundled_specs", "ensure_host_devices", "run_conformance"]
@@ -87,7 +87,7 @@ def run_conformance(
         else:
             part = verify(spec, names, max_examples, profile=profile, out_dir=Path(out_dir) / "repro")
         report.merge(part)
-        cells = ", ".join(f"{r.backend}{'+' + r.transform if r.transform else ''}={r.status}" for r in part.results)
+        cells = ", ".join(f"{cell_key(r)}={r.status}" for r in part.results)
         progress(f"{spec.name}: {cells}")
     report.seconds = time.perf_counter() - started
     return report

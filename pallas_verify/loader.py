@@ -72,7 +72,8 @@ def load_specs(ref: str) -> list[KernelSpec]:
     if name is None:
         found = [(n, v) for n, v in vars(module).items() if isinstance(v, KernelSpec)]
         if not found:
-            raise InvalidArgument(f"{ref!r} defines no module-level KernelSpec.")
+            raise InvalidArgument(f"{ref!r} defines no module-level KernelSpec; define one at module level "
+                                  "(e.g. SPEC = pv.KernelSpec(...)) or name it as FILE.py::NAME.")
     else:
         if not hasattr(module, name):
             specs = [n for n, v in vars(module).items() if isinstance(v, KernelSpec)]

@@ -14,7 +14,7 @@ import numpy as np
 
 from pallas_verify.findings import Finding
 
-__all__ = ["BackendResult", "Report", "jsonable", "write_atomic"]
+__all__ = ["BackendResult", "Report", "cell_key", "jsonable", "write_atomic"]
 
 Status = Literal["pass", "fail", "unsupported", "skipped"]
 
@@ -67,7 +67,7 @@ class Report:
         kernels = []
         for kernel in self.kernels:
             cells = [r for r in self.results if r.kernel == kernel["name"]]
-            kernels.append({**kernel, "results": {_cell_key(r): _result_dict(r) for r in cells}})
+            kernels.append({**kernel, "results": {cell_key(r): _result_dict(r) for r in cells}})
         return {
             "version": 1,
             "seed": self.seed,
@@ -98,7 +98,8 @@ class Report:
 _FINDING_FIELDS = {f.name for f in dataclasses.fields(Finding)}
 
 
-def _cell_key(result: BackendResult) -> str:
+def cell_key(result: BackendResult) -> str:
+    """The column a result stands in: ``backend``, or ``backend+transform``."""
     return result.backend if result.transform is None else f"{result.backend}+{result.transform}"
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from pallas_verify import oracles, transforms
+from pallas_verify import _jax_compat, oracles, transforms
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.execute import config_key
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
@@ -158,8 +158,9 @@ class Runner:
         outcome = self.run(case)
         if outcome.error is not None and outcome.error.type == UNSUPPORTED:
             raise Unsupported(outcome.error.message)
-        if transforms.upstream_limitation(case, outcome.error):
-            raise Unsupported(transforms.upstream_limitation(case, outcome.error))
+        limitation = _jax_compat.upstream_limitation(outcome.error, backend=case.backend, transform=transform)
+        if limitation:
+            raise Unsupported(limitation)
         judged = transforms.judged(case, expected)
         found = oracles.outcome_findings(judged, outcome, expected if backend.executes else None, paths)
         if found or not outcome.ok:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from pallas_verify.report import Report
+from pallas_verify.render import finding_text
+from pallas_verify.report import Report, cell_key
 
 __all__ = ["print_summary"]
 
@@ -17,13 +18,8 @@ def print_summary(report: Report, file: TextIO = sys.stdout) -> None:
         for r in (r for r in report.results if r.kernel == kernel["name"]):
             detail = f"{r.examples} examples, {r.seconds:.1f} s" if r.status in ("pass", "fail") else ""
             why = f" ({r.reason})" if r.reason else ""
-            print(f"  {r.backend:<22} {r.status.upper():<11} {detail}{why}", file=file)
+            print(f"  {cell_key(r):<22} {r.status.upper():<11} {detail}{why}", file=file)
     for f in report.findings:
-        print(f"\n[{f.kind}] {f.kernel} on {f.backend} after {f.elapsed_s:.1f} s", file=file)
-        print(f"  config: {dict(f.config)}", file=file)
-        for line in f.message.splitlines()[:12]:
-            print(f"  {line}", file=file)
-        if f.reproducer:
-            print(f"  reproduce: python {f.reproducer}", file=file)
+        print(f"\n{finding_text(f)}\nfirst seen after {f.elapsed_s:.1f} s", file=file)
     n = len(report.findings)
     print(f"\n{n} finding{'s' if n != 1 else ''} in {report.seconds:.1f} s", file=file)

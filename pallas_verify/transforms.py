@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from pallas_verify.case import Case, ErrorInfo, Outcome
+from pallas_verify.case import Case, Outcome
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.findings import Finding
 from pallas_verify.spec import TRANSFORMS, KernelSpec, Tolerance
@@ -41,7 +41,6 @@ __all__ = [
     "kernel_under",
     "per_example_findings",
     "transformed",
-    "upstream_limitation",
 ]
 
 #: Smallest batch ``vmap`` draws: a batch of one tests nothing the bare search does not.
@@ -255,33 +254,6 @@ def judged(case: Case, expected: Sequence[np.ndarray] | None) -> Case:
         return case
     tolerance = rule.tolerance(case.spec, expected)
     return dataclasses.replace(case, spec=dataclasses.replace(case.spec, tolerance=tolerance))
-
-
-# Upstream interpreter limitations under a transform: (transform, backend, traceback
-# marker, reason). Recognised by where the error was raised.
-_LIMITATIONS = (
-    ("vmap", "tpu_interpret", "_get_randomized_grid_coordinates",
-     "TPU interpret mode (JAX 0.12) cannot run jax.vmap of a pallas_call that sets "
-     "dimension_semantics: vmap adds a grid dimension without a semantic and the "
-     "interpreter's grid randomisation zips the grid with the semantics (ValueError: "
-     "safe_zip length mismatch); vmap is checked on interpret and on mosaic_tpu, whose "
-     "lowering adds a 'parallel' semantic per vmapped dimension"),
-    ("vmap", "gpu_interpret", "unexpected keyword argument 'kernel_arg_transforms'",
-     "GPU interpret mode (JAX 0.12) cannot run jax.vmap of a pallas_call: pallas_call's "
-     "batching rule rejects the kernel_arg_transforms parameter that GPU interpret mode "
-     "sets (TypeError); vmap is checked on interpret"),
-)
-
-
-def upstream_limitation(case: Case, error: ErrorInfo | None) -> str | None:
-    """Why ``case``'s transform cannot run on its backend upstream, or None."""
-    if error is None or case.transform is None:
-        return None
-    for transform, backend, marker, reason in _LIMITATIONS:
-        where = error.traceback + error.message
-        if case.transform == transform and case.backend == backend and marker in where:
-            return reason
-    return None
 
 
 def per_example_findings(case: Case, outcome: Outcome, run: Callable[[Case], Outcome],
