@@ -31,7 +31,7 @@ from typing import Any, TextIO
 
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.findings import Finding
-from pallas_verify.fuzzdb import FailureDatabase, replay_script, signature
+from pallas_verify.fuzzdb import REPLAY_VERDICTS, FailureDatabase, replay_script, signature
 from pallas_verify.report import BackendResult, Report
 
 __all__ = ["FuzzOptions", "fuzz", "parse_budget"]
@@ -117,7 +117,7 @@ def _serve(conn: Connection) -> None:
 
 def _run_task(task: dict[str, Any]) -> dict[str, Any]:
     if task["kind"] == "replay":
-        return {"reproduces": replay_script(task["script"]) == 1}
+        return {"verdict": REPLAY_VERDICTS.get(replay_script(task["script"]), "cannot run")}
     from hypothesis.database import DirectoryBasedExampleDatabase
 
     from pallas_verify.engine import verify
@@ -339,12 +339,13 @@ class _Run:
 
     def _replayed(self, task: dict[str, Any], result: dict[str, Any]) -> None:
         entry = Path(task["entry"])
-        if "error" in result:
-            self.progress.note(f"replay of {entry.name} failed: {result['error']}")
+        if "error" in result or result["verdict"] == "cannot run":  # kept: nothing is known about it
+            why = result.get("error", "its case cannot run here (see the worker's output)")
+            self.progress.note(f"replay of {entry.name} could not run: {why}")
             return
         data = json.loads(entry.read_text())
         finding = Finding(**{k: v for k, v in data.items() if k in {f.name for f in dataclasses.fields(Finding)}})
-        if result["reproduces"]:
+        if result["verdict"] == "still reproduces":
             evidence = {**finding.evidence, "replayed_from": str(entry)}
             self._new(dataclasses.replace(finding, evidence=evidence), replayed=True)
             self._cell_result(_Cell(ref="", kernel=finding.kernel, backend=finding.backend), BackendResult(
