@@ -68,6 +68,8 @@ class FuzzOptions:
       seed: base seed; slice i searches with seed + i. None (default): a fresh one.
       slice_examples: examples per slice; default 5.
       timeout_s: per-case time limit; default 120.
+      shrink_budget_s: most seconds a slice spends shrinking a failure; default 60 (less
+        when the budget left is short).
     """
 
     targets: tuple[str, ...] = ()
@@ -79,6 +81,7 @@ class FuzzOptions:
     seed: int | None = None
     slice_examples: int = 5
     timeout_s: float = 120.0
+    shrink_budget_s: float = 60.0
 
     def __post_init__(self) -> None:
         for field in ("workers", "slice_examples"):
@@ -290,7 +293,7 @@ class _Run:
         return {"kind": "slice", "ref": cell.ref, "backend": cell.backend, "cell": cell,
                 "max_examples": self.options.slice_examples, "seed": (self.seed + self.slices) % 2**32,
                 "static": cell.backend == first_backend, "timeout_s": self.options.timeout_s,
-                "shrink_s": max(5.0, min(60.0, remaining / 2)), "out_dir": str(out / "tmp" / f"s{self.slices}"),
+                "shrink_s": min(self.options.shrink_budget_s, max(5.0, min(60.0, remaining / 2))), "out_dir": str(out / "tmp" / f"s{self.slices}"),
                 "database": str(out / "hypothesis")}
 
     def absorb(self, task: dict[str, Any], result: dict[str, Any]) -> None:
@@ -322,7 +325,7 @@ class _Run:
             status = "fail" if "fail" in (old.status, r.status) else "pass"
             reasons = sorted(set(filter(None, (old.reason + ", " + r.reason).split(", "))))
             r = dataclasses.replace(r, status=status, reason=", ".join(reasons), examples=old.examples + r.examples,
-                                    seconds=old.seconds + r.seconds)
+                                    shrink_steps=old.shrink_steps + r.shrink_steps, seconds=old.seconds + r.seconds)
         self.done[(r.kernel, r.backend)] = r
 
     def _new(self, finding: Finding, *, replayed: bool = False) -> None:
