@@ -302,7 +302,8 @@ def _run_search(
     try:
         run()
     except _BadSpec as exc:
-        raise InvalidSpec(f"KernelSpec {search.spec.name!r}: {exc}") from None
+        prefix = f"KernelSpec {search.spec.name!r}: "
+        raise InvalidSpec(str(exc) if str(exc).startswith(prefix) else prefix + str(exc)) from None
     except _Found as exc:
         return _merge([exc])
     except BaseExceptionGroup as group:
