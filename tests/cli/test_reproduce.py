@@ -104,47 +104,41 @@ def _found(tmp_path: Path, dtype: str) -> tuple[Path, Path]:
     return spec, Path(finding["reproducer"])
 
 
+def _expect(script: Path, cwd: Path, status: int, text: str, env: dict[str, str] | None = None) -> str:
+    """Run a reproducer; check its exit status and that its output says ``text``; its stderr."""
+    run = _python(script, cwd, env)
+    assert run.returncode == status, run.stdout + run.stderr
+    assert text in run.stdout, run.stdout
+    return run.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float8_e4m3fn"])
 def test_reproducer_exits_one_while_the_bug_is_there_and_zero_once_fixed(tmp_path, dtype):
     spec, script = _found(tmp_path, dtype)
     inputs, _ = load_case(script.with_suffix(".npz"))
     assert inputs[0].dtype == _dtype(dtype)
-    still = _python(script, tmp_path)
-    assert still.returncode == EXIT_REPRODUCES, still.stdout + still.stderr
-    assert still.stdout.startswith("[mismatch] planted on interpret")
+    _expect(script, tmp_path, EXIT_REPRODUCES, "[mismatch] planted on interpret: outputs differ")
     _write(spec, dtype, bug=False)
-    fixed = _python(script, tmp_path)
-    assert fixed.returncode == EXIT_FIXED, fixed.stdout + fixed.stderr
-    assert "mismatch no longer reproduces" in fixed.stdout
+    _expect(script, tmp_path, EXIT_FIXED, "mismatch no longer reproduces")
 
 
 @pytest.mark.slow
 def test_a_case_that_cannot_run_exits_three_and_replay_never_says_fixed(tmp_path):
     spec, script = _found(tmp_path, "bfloat16")
     _write(spec, "bfloat16", raise_=True)  # the reference now raises: nothing can be judged
-    run = _python(script, tmp_path)
-    assert run.returncode == EXIT_CANNOT_RUN, run.stdout + run.stderr
-    assert "cannot run this case: the reference fails on it" in run.stdout
+    _expect(script, tmp_path, EXIT_CANNOT_RUN, "cannot run this case: the reference fails on it")
     replay = _cli(["replay", "out/r.json"], tmp_path)
     assert replay.returncode == EXIT_CANNOT_RUN, replay.stdout + replay.stderr
     assert "CANNOT RUN        mismatch in planted on interpret" in replay.stdout
     assert "FIXED" not in replay.stdout
 
     _write(spec, "bfloat16")  # the bug is back, but the inputs are gone
-    script.with_suffix(".npz").unlink()
-    gone = _python(script, tmp_path)
-    assert gone.returncode == EXIT_CANNOT_RUN
-    assert "cannot run this case: CaseFileError: inputs file" in gone.stdout
-
-
-@pytest.mark.slow
-def test_reproducer_of_an_old_case_file_cannot_run_instead_of_saying_fixed(tmp_path):
-    _, script = _found(tmp_path, "bfloat16")
-    np.savez(script.with_suffix(".npz"), arg0=np.arange(8).astype(ml_dtypes.bfloat16))  # no dtypes: |V2
-    run = _python(script, tmp_path)
-    assert run.returncode == EXIT_CANNOT_RUN, run.stdout + run.stderr
-    assert "without its dtype" in run.stdout
+    npz = script.with_suffix(".npz")
+    npz.unlink()
+    _expect(script, tmp_path, EXIT_CANNOT_RUN, "cannot run this case: CaseFileError: inputs file")
+    np.savez(npz, arg0=np.arange(8).astype(ml_dtypes.bfloat16))  # an old case file: loads back as |V2
+    _expect(script, tmp_path, EXIT_CANNOT_RUN, "without its dtype")
 
 
 @pytest.mark.slow
@@ -152,7 +146,20 @@ def test_reproducer_prints_its_verdict_without_plugin_noise(tmp_path):
     _, script = _found(tmp_path, "float16")
     env = {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS", "TPU_ACCELERATOR_TYPE",
                                                               "TPU_WORKER_HOSTNAMES")}
-    run = _python(script, tmp_path, env=env)
-    assert run.returncode == EXIT_REPRODUCES
-    assert run.stderr.strip() == "", run.stderr
-    assert run.stdout.startswith("[mismatch] planted on interpret")
+    stderr = _expect(script, tmp_path, EXIT_REPRODUCES, "[mismatch] planted on interpret", env=env)
+    assert stderr.strip() == ""
+
+
+def test_a_backend_that_is_not_available_cannot_run_the_case(tmp_path, monkeypatch, capsys):
+    from pallas_verify.backends import registry
+    from pallas_verify.reproduce import reproduce
+
+    spec = tmp_path / "planted.py"
+    _write(spec, "bfloat16")
+    save_case(tmp_path / "case.npz", [np.arange(8).astype(ml_dtypes.bfloat16)])
+    backend = registry.get("interpret")
+    monkeypatch.setattr(type(backend), "available", lambda self: "no such device on this host")
+    status = reproduce(f"{spec}::spec", backend="interpret", kind="mismatch", config={"n": 8}, mode={},
+                       inputs=tmp_path / "case.npz")
+    assert status == EXIT_CANNOT_RUN
+    assert "cannot run this case: backend interpret is not available here: no such device" in capsys.readouterr().out
