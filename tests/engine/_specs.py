@@ -117,3 +117,17 @@ def _gridless_copy(x, y, *, block, n):
 
 gridless = pv.KernelSpec(name="gridless", kernel=_gridless_copy, reference=scale_add_ref, configs=configs,
                          inputs=inputs, platforms=("tpu",))
+
+
+def _double(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2
+
+
+def _vmapped_inside(x, y, *, block, n):
+    """Vmaps a whole-array pallas_call inside the kernel, as jax's GPU decode attention does."""
+    one = lambda row: pl.pallas_call(_double, out_shape=jax.ShapeDtypeStruct(row.shape, row.dtype))(row)  # noqa: E731
+    return jax.vmap(one)(x.reshape(1, -1)).reshape(-1) + y
+
+
+vmapped_inside = pv.KernelSpec(name="vmapped_inside", kernel=_vmapped_inside, reference=scale_add_ref,
+                               configs=configs, inputs=inputs, platforms=("gpu",))
