@@ -25,6 +25,7 @@ __all__ = [
     "force_interpret",
     "index_map_function",
     "reset_interpreters",
+    "tpu_target",
     "upstream_limitation",
     "written_refs",
 ]
@@ -84,6 +85,36 @@ def written_refs(jaxpr: Any) -> list[Any]:
 
     kinds = (state_types.WriteEffect, state_types.AccumEffect)
     return [eff.input for eff in jaxpr.effects if isinstance(eff, kinds)]
+
+
+# The chip whose tiling TPU interpret mode pads buffers to under buffer_bounds="padded"
+# (every current TPU tiles 32-bit arrays in (8, 128) tiles).
+TPU_DEVICE_KIND = "TPU v5 lite"
+
+
+@contextlib.contextmanager
+def tpu_target(device_kind: str = TPU_DEVICE_KIND, num_cores: int = 1) -> Iterator[None]:
+    """Trace as for a TPU of ``device_kind``: what ``buffer_bounds="padded"`` needs to
+    compute each buffer's tiled (padded) shape on a machine without TPUs.
+
+    The documented route, ``use_abstract_mesh(AbstractMesh(..., abstract_device=...))``,
+    also replaces the context mesh, so a kernel inside ``shard_map`` over a concrete mesh
+    fails ("The context mesh ... should match the mesh passed to shard_map"). Only the
+    two device lookups of ``jax._src.tpu_info`` are redirected here; on a TPU host, or
+    under an abstract TPU device already, nothing changes.
+    """
+    from jax._src import tpu_info
+
+    saved = tpu_info.get_device_kind, tpu_info.get_num_device_cores
+    if tpu_info.chip_version_from_device_kind(saved[0]()) is not None:
+        yield
+        return
+    tpu_info.get_device_kind = lambda: device_kind
+    tpu_info.get_num_device_cores = lambda: num_cores
+    try:
+        yield
+    finally:
+        tpu_info.get_device_kind, tpu_info.get_num_device_cores = saved
 
 
 def reset_interpreters() -> None:
