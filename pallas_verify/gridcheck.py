@@ -94,6 +94,11 @@ def check_call(call: PallasCall, *, max_points: int = DEFAULT_MAX_POINTS) -> lis
         return [*issues, skipped(call.name, reason)]
     points = grid_points(call.grid)
     for operand in (*call.inputs, *call.outputs):
+        if operand.element_dims:
+            issues.append(skipped(call.name, (
+                f"{operand.name} has block dims {', '.join(operand.element_dims)}, whose windows start at "
+                "element offsets the index_map computes; they are not judged statically (the dynamic "
+                "searches run them)"), operand.name))
         if not operand.windowed:
             continue
         try:

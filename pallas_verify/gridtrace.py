@@ -49,6 +49,9 @@ class BlockOperand:
         a memory space Pallas pipelines); False for pl.ANY/HBM operands and
         element-offset windows, whose accesses the kernel makes itself.
       index_map: the index map as a ClosedJaxpr of ``*grid_indices, *scalar_prefetch``.
+      element_dims: the block dims that index by element offsets or bounded slices
+        (``pl.Element``, ``pl.BoundedSlice``, indirect), as text; the static check does
+        not judge such windows (the dynamic searches do).
     """
 
     name: str
@@ -59,6 +62,7 @@ class BlockOperand:
     memory_space: str
     windowed: bool
     index_map: Any
+    element_dims: tuple[str, ...] = ()
 
     @property
     def block_counts(self) -> tuple[int, ...]:
@@ -251,7 +255,7 @@ def _operand(bm, i: int, num_inputs: int) -> BlockOperand:
     is_output = i >= num_inputs
     index = i - num_inputs if is_output else i
     space = str(getattr(bm.transformed_block_aval, "memory_space", "default"))
-    sizes, windowed = [], space not in _UNWINDOWED_SPACES
+    sizes, windowed, element_dims = [], space not in _UNWINDOWED_SPACES, []
     for b in bm.block_shape:
         if isinstance(b, pl.Blocked):
             sizes.append(int(b.block_size))
@@ -260,6 +264,7 @@ def _operand(bm, i: int, num_inputs: int) -> BlockOperand:
         else:  # Element, BoundedSlice, Indirect: windows at element offsets the kernel chooses
             sizes.append(int(getattr(b, "block_size", 1)))
             windowed = False
+            element_dims.append(str(b))
     return BlockOperand(
         name=f"{'output' if is_output else 'input'} {index}",
         index=index,
@@ -269,6 +274,7 @@ def _operand(bm, i: int, num_inputs: int) -> BlockOperand:
         memory_space=space,
         windowed=windowed,
         index_map=jex.core.ClosedJaxpr(bm.index_map_jaxpr, list(bm.index_map_jaxpr.consts)),
+        element_dims=tuple(element_dims),
     )
 
 

@@ -140,3 +140,51 @@ def test_an_index_map_that_cannot_be_evaluated_is_skipped_with_the_reason(monkey
     assert issues[1].message == ("static check skipped for _copy_rows: the index_map of output 0 could not be "
                                  "evaluated (ValueError: Invalid type of idxer: Future); the dynamic searches "
                                  "still run it")
+
+
+def test_calls_inside_shard_map_are_checked():
+    from jax.sharding import Mesh
+    from jax.sharding import PartitionSpec as P
+
+    mesh = Mesh(np.array(jax.devices()[:1]), ("x",))
+
+    def sharded(s, x, **config):
+        inner = lambda a: scaled(s, a, **config)  # noqa: E731
+        return jax.shard_map(inner, mesh=mesh, in_specs=P("x"), out_specs=P("x"), check_vma=False)(x)
+
+    assert check_grid(sharded, (S, X), {}) == []
+    issues = check_grid(sharded, (S, X), {"out_map": lambda i: (0, 0), "semantics": ("parallel",)})
+    assert [i.kind for i in issues] == ["race", "uninitialized_read"]
+
+
+def element_rows(x):
+    """Row windows at element offsets (pl.Element), as ragged kernels use them."""
+    return pl.pallas_call(
+        _copy_rows,
+        grid=(2,),
+        in_specs=[pl.BlockSpec((pl.Element(8), 128), lambda i: (i * 8, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32),
+    )(x)
+
+
+def test_element_dims_are_named_as_not_judged_and_the_rest_is_checked():
+    (issue,) = check_grid(element_rows, (jax.ShapeDtypeStruct((16, 128), jnp.float32),), {})
+    assert (issue.kind, issue.operand) == (SKIPPED, "input 0")
+    assert issue.message.startswith("static check skipped for _copy_rows: input 0 has block dims Element(8)")
+
+
+def bounded_rows(x):
+    return pl.pallas_call(
+        _copy_rows,
+        grid=(2,),
+        in_specs=[pl.BlockSpec((pl.BoundedSlice(8), 128), lambda i: (pl.ds(i * 8, 8), 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32),
+    )(x)
+
+
+def test_bounded_slice_dims_are_named_as_not_judged():
+    (issue,) = check_grid(bounded_rows, (jax.ShapeDtypeStruct((16, 128), jnp.float32),), {})
+    assert (issue.kind, issue.operand) == (SKIPPED, "input 0")
+    assert "block dims BoundedSlice(8)" in issue.message
