@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pallas_verify.engine import verify
@@ -74,3 +75,45 @@ def test_a_call_the_static_check_cannot_analyse_is_named_in_the_report(tmp_path,
     assert report.to_dict()["kernels"][0]["static_skipped"] == [note]
     print_summary(report)
     assert f"note: {note}" in capsys.readouterr().out
+
+
+def _blame_inputs():
+    x = np.ones(130, np.float32)
+    return (x, x), [np.zeros(130, bool)]
+
+
+def test_blame_that_raises_while_tracing_keeps_the_finding(tmp_path):
+    from pallas_verify.findings import Finding
+    from pallas_verify.isolation import Worker
+    from pallas_verify.static import blame_finding
+
+    finding = Finding(kind="mismatch", kernel="trace_raises", backend="interpret", message="outputs differ",
+                      config={"block": 128, "n": 130})
+    inputs, masks = _blame_inputs()
+    masks[0][3] = True
+    loaded = spec("trace_raises")
+    for worker, ref in ((None, None), (Worker(timeout_s=60), f"{SPECS}::trace_raises")):
+        kept = blame_finding(finding, loaded, inputs, masks, [None], spec_ref=ref, worker=worker)
+        assert kept.message == "outputs differ" and kept.kind == "mismatch"
+        assert "tracing 'trace_raises' for blame raised ValueError: this kernel cannot be traced" in (
+            kept.evidence["blame_error"])
+        if worker is not None:
+            worker.close()
+
+
+@pytest.mark.slow
+def test_blame_that_hangs_while_tracing_keeps_the_finding():
+    from pallas_verify.findings import Finding
+    from pallas_verify.isolation import Worker
+    from pallas_verify.static import blame_finding
+
+    finding = Finding(kind="mismatch", kernel="trace_hangs", backend="interpret", message="outputs differ",
+                      config={"block": 128, "n": 130})
+    inputs, masks = _blame_inputs()
+    masks[0][3] = True
+    worker = Worker(timeout_s=20)
+    kept = blame_finding(finding, spec("trace_hangs"), inputs, masks, [None],
+                         spec_ref=f"{SPECS}::trace_hangs", worker=worker, timeout_s=20)
+    worker.close()
+    assert kept.message == "outputs differ"
+    assert "for blame did not finish within its time limit" in kept.evidence["blame_error"]
