@@ -236,6 +236,8 @@ def verify(
                     report.results.append(_result(spec, backend, findings, search))
             if backend is not None:
                 runner.release(backend.name)
+        if runner.static_notes:  # parts of the static check that did not run, and why
+            report.kernels[-1]["static_skipped"] = list(runner.static_notes)
     order = {name: i for i, name in enumerate(report.backends)}
     report.results.sort(key=lambda r: (order.get(r.backend, len(order)), r.transform or ""))
     static_kinds = sorted({f.kind for f in report.findings if f.backend == "static"})

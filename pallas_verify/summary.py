@@ -15,6 +15,8 @@ def print_summary(report: Report, file: TextIO = sys.stdout) -> None:
     """Per kernel: one line per backend; then each finding with its reproducer."""
     for kernel in report.kernels:
         print(f"{kernel['name']}", file=file)
+        for note in kernel.get("static_skipped", ()):
+            print(f"  note: {note}", file=file)
         for r in (r for r in report.results if r.kernel == kernel["name"]):
             detail = r.effort if r.status in ("pass", "fail") else ""
             why = f" ({r.reason})" if r.reason else ""

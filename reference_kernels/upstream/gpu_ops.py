@@ -22,7 +22,7 @@ with warnings.catch_warnings():
     from jax.experimental.pallas.ops.gpu import rms_norm as gpu_rms_norm
     from jax.experimental.pallas.ops.gpu import softmax as gpu_softmax
 
-__all__ = ["GPU_ATTENTION", "GPU_LAYER_NORM", "GPU_RMS_NORM", "GPU_SOFTMAX"]
+__all__ = ["GPU_ATTENTION", "GPU_LAYER_NORM", "GPU_RMS_NORM", "GPU_SOFTMAX", "VMAP_GPU_INTERPRET"]
 
 
 def attention(q, k, v, *, causal, sm_scale, block_q, block_k):
@@ -79,7 +79,7 @@ def _norm_inputs(config):
 _ROWS = ("batch", "rows", "cols")
 # These ops vmap a whole-array pallas_call; under GPU interpret mode the batching rule
 # rejects the interpreter's keyword (a JAX 0.12.0.1 bug).
-_VMAP_GPU_INTERPRET = {
+VMAP_GPU_INTERPRET = {
     "gpu_interpret": "GPU interpret mode cannot vmap a pallas_call (TypeError: "
     "_pallas_call_batching_rule() got an unexpected keyword argument 'kernel_arg_transforms')"}
 _NORM_TOL = pv.Tolerance(rtol=1e-4, atol=1e-4)
@@ -93,7 +93,7 @@ GPU_LAYER_NORM = pv.KernelSpec(
     tolerance=_NORM_TOL,
     platforms=("gpu",),
     features=("normalization", "reduction", "masked_load", "vmap", "upstream"),
-    unsupported=_VMAP_GPU_INTERPRET,
+    unsupported=VMAP_GPU_INTERPRET,
     bitwise_stable=False,
 )
 
@@ -106,7 +106,7 @@ GPU_RMS_NORM = pv.KernelSpec(
     tolerance=_NORM_TOL,
     platforms=("gpu",),
     features=("normalization", "reduction", "masked_load", "vmap", "upstream"),
-    unsupported=_VMAP_GPU_INTERPRET,
+    unsupported=VMAP_GPU_INTERPRET,
     bitwise_stable=False,
 )
 
@@ -119,6 +119,6 @@ GPU_SOFTMAX = pv.KernelSpec(
     tolerance=pv.Tolerance(rtol=1e-5, atol=1e-6),
     platforms=("gpu",),
     features=("reduction", "masked_load", "vmap", "upstream"),
-    unsupported=_VMAP_GPU_INTERPRET,
+    unsupported=VMAP_GPU_INTERPRET,
     bitwise_stable=False,
 )
