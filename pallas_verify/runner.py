@@ -89,7 +89,6 @@ class Runner:
         self._static: dict[str, list[Finding]] = {}
         self._expected: collections.OrderedDict[str, Any] = collections.OrderedDict()
         self._outputs: dict[str, dict[str, tuple[np.ndarray, ...]]] = {}
-        self.reference_runs = 0
         self._workers: dict[str, Worker] = {}
 
     def __enter__(self) -> Runner:
@@ -131,7 +130,6 @@ class Runner:
                  transform: str | None = None) -> Any:
         """The reference's (outputs, paths) for one example (under ``transform``), computed once."""
         if key not in self._expected:
-            self.reference_runs += 1
             self._expected[key] = (reference_outputs(self.spec, config, inputs) if transform is None
                                    else transforms.expected_outputs(self.spec, config, tuple(inputs), transform))
             if len(self._expected) > self.cache_size:
