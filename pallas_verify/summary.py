@@ -27,6 +27,7 @@ def print_matrix(report: Report, file: TextIO = sys.stdout) -> None:
     """The kernel x backend matrix (one line per kernel), each reason once, then the findings."""
     print("\n".join(matrix_lines(report)), file=file)
     reasons = reason_lines(report)
+    reasons += [f"note  {k['name']}: {note}" for k in report.kernels for note in k.get("static_skipped", ())]
     if reasons:
         print("\n" + "\n".join(reasons), file=file)
     _print_tail(report, file, cells=f" ({tally(report.results)})")

@@ -92,3 +92,11 @@ def test_a_lone_family_member_keeps_its_family_in_the_header():
     top, sub, row = matrix_lines(report)
     assert top.split() == ["kernel", "mosaic_gpu:"] and sub.split() == ["h100"]
     assert _at(row, sub.index("h100")) == "PASS"
+
+
+def test_kernel_notes_follow_the_reasons():
+    report = _report()
+    report.kernels[0] = {**report.kernels[0], "static_skipped": ["static check skipped for k: no grid"]}
+    out = io.StringIO()
+    print_matrix(report, file=out)
+    assert "note  add: static check skipped for k: no grid" in out.getvalue().splitlines()
