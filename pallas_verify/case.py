@@ -35,10 +35,6 @@ class Case:
     mode: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     transform: str | None = None
 
-    def with_mode(self, **changes: Any) -> Case:
-        """The same case with some mode knobs changed (a metamorphic variant)."""
-        return dataclasses.replace(self, mode={**self.mode, **changes})
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ErrorInfo:

@@ -172,11 +172,11 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
 
     ensure_host_devices()  # before jax is imported: multi-device kernels run, not skip
     from pallas_verify.render import write_reports
-    from pallas_verify.summary import print_summary
+    from pallas_verify.summary import print_matrix
 
     report = run_conformance(bundled_specs(args.kernels), backends=args.backends, max_examples=args.max_examples,
                              profile=args.profile, out_dir=args.out)
-    print_summary(report)
+    print_matrix(report)
     paths = write_reports(report, args.out, formats=("json", "md", "html", "xml"))
     print("reports: " + ", ".join(str(p) for p in paths.values()))
     return EXIT_FINDINGS if report.findings else EXIT_CLEAN

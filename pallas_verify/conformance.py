@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from pallas_verify.errors import InvalidArgument
-from pallas_verify.report import BackendResult, Report, cell_key
+from pallas_verify.matrix import tally
+from pallas_verify.report import BackendResult, Report
 from pallas_verify.spec import KernelSpec
 
 __all__ = ["DEMO_KERNELS", "HOST_DEVICES", "bundled_specs", "ensure_host_devices", "run_conformance"]
@@ -78,7 +79,7 @@ def run_conformance(
     names = [b.name for b in registry.resolve(backends)]
     report = Report(backends=names, profile=profile)
     started = time.perf_counter()
-    for spec in specs:
+    for done, spec in enumerate(specs, 1):
         shortfall = _device_shortfall(spec)
         if shortfall:
             part = Report(backends=names, kernels=[_kernel_entry(spec)],
@@ -87,8 +88,7 @@ def run_conformance(
         else:
             part = verify(spec, names, max_examples, profile=profile, out_dir=Path(out_dir) / "repro")
         report.merge(part)
-        cells = ", ".join(f"{cell_key(r)}={r.status}" for r in part.results)
-        progress(f"{spec.name}: {cells}")
+        progress(f"[{done}/{len(specs)}] {spec.name}: {tally(part.results)}")
     report.seconds = time.perf_counter() - started
     return report
 

@@ -60,8 +60,3 @@ class Finding:
     def __post_init__(self) -> None:
         if self.kind not in FINDING_KINDS:
             raise ValueError(f"Finding kind={self.kind!r} is not one of {FINDING_KINDS}")
-
-    @property
-    def signature(self) -> tuple[str, str, str]:
-        """(kind, kernel, backend): what de-duplicates findings across examples."""
-        return (self.kind, self.kernel, self.backend)

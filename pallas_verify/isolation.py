@@ -41,7 +41,6 @@ class Worker:
     _proc: subprocess.Popen[bytes] | None = None
     _conn: Connection | None = None
     _stderr: Any = None
-    starts: int = 0
 
     def _start(self) -> None:
         self.close()
@@ -59,7 +58,6 @@ class Worker:
         os.close(child_r)
         os.close(child_w)
         self._conn = _Duplex(parent_r, parent_w)
-        self.starts += 1
 
     def run(self, spec_ref: str, case: Case, *, timeout_s: float | None = None) -> Outcome:
         """Run ``case`` (its spec loaded from ``spec_ref``) in the worker."""

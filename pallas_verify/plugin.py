@@ -3,69 +3,47 @@
 A spec ``matmul`` collected with the default backends gives the items
 ``matmul[interpret]``, ``matmul[tpu_interpret]`` and ``matmul[gpu_interpret]``; ``-k``,
 ``-n auto`` and reruns work on them like on any test. Specs built inside a test go
-through :func:`kernel_test`.
+through :func:`pallas_verify.testing.kernel_test`.
 
-Cheap to import: nothing here imports jax, hypothesis or the engine at module level;
-they are imported inside hooks, and only once a KernelSpec has been seen.
+Cheap to import, as pytest loads it in every run: nothing here imports jax, hypothesis
+or the engine at module level. Options keep their defaults without loading anything; an
+option given is checked against the table that owns its choices; the engine is imported
+once a KernelSpec has been collected.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import json
 import random
 import re
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pallas_verify import testing
+from pallas_verify.testing import DEFAULT_BACKENDS, KernelFindingsError, PluginOptions, verify_with
+
+# kernel_test lives in pallas_verify.testing; `from pallas_verify.plugin import kernel_test`
+# keeps working.
+kernel_test = testing.kernel_test
+
 if TYPE_CHECKING:
     from pallas_verify.report import Report
     from pallas_verify.spec import KernelSpec
 
-__all__ = ["DEFAULT_BACKENDS", "KernelFindingsError", "KernelItem", "PluginOptions", "kernel_test"]
-
-#: The backends the plugin runs unless ``--pv-backends`` names others: the interpreters.
-DEFAULT_BACKENDS: tuple[str, ...] = ("interpret", "tpu_interpret", "gpu_interpret")
+__all__ = ["KernelItem"]
 
 _OPTIONS = pytest.StashKey["PluginOptions"]()
 _REPORT = pytest.StashKey["Report"]()
 _SEEN = pytest.StashKey[set]()
 _STARTED = pytest.StashKey[float]()
 _WRITTEN = pytest.StashKey[dict]()
+_RECORDER = pytest.StashKey[object]()
 _PARTS = ".parts"
-_active: list[PluginOptions] = []  # the options of the running session, for kernel_test
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PluginOptions:
-    """The session's pallas-verify options.
-
-    Attributes:
-      backends: backend names each spec is tested on; default DEFAULT_BACKENDS.
-      max_examples: examples per backend; None (default) keeps the profile's.
-      profile: Hypothesis settings profile (dev, ci, nightly); default "dev".
-      seed: the session's seed; None under a deterministic profile (ci).
-      report_dir: where the session's report is written; None (default): no report.
-      out_dir: where reproducers are written; default ``pv-out`` under the rootdir.
-      timeout_s: per-case time limit in seconds; default 120.
-      isolate: the engine's isolation ("auto", "always", "never"); default "auto".
-      shrink_budget_s: seconds spent shrinking a failure per backend; default 60.
-    """
-
-    backends: tuple[str, ...] = DEFAULT_BACKENDS
-    max_examples: int | None = None
-    profile: str = "dev"
-    seed: int | None = None
-    report_dir: Path | None = None
-    out_dir: Path = Path("pv-out")
-    timeout_s: float = 120.0
-    isolate: str = "auto"
-    shrink_budget_s: float = 60.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -96,8 +74,12 @@ def _options(config: pytest.Config) -> PluginOptions:
         backends = tuple(b.strip() for b in get("--pv-backends").split(",") if b.strip())
         _check(lambda: [_registry().get(b) for b in backends] or _no_backends())
     profile = get("--pv-profile")
-    _check(lambda: _profiles().profile_settings(profile))
-    _check(lambda: _isolate_choice(get("--pv-isolate")))
+    # The defaults are valid choices; a value given is checked against its table (which
+    # loads hypothesis or the runner, so a run that leaves them alone does not).
+    if profile != PluginOptions.profile:
+        _check(lambda: _profiles().profile_settings(profile))
+    if get("--pv-isolate") != PluginOptions.isolate:
+        _check(lambda: _isolate_choice(get("--pv-isolate")))
     report = Path(get("--pv-report")).resolve() if get("--pv-report") else None
     out = report / "reproducers" if report else config.rootpath / "pv-out"
     return PluginOptions(backends=backends, max_examples=get("--pv-max-examples"), profile=profile,
@@ -162,7 +144,7 @@ def pytest_configure(config: pytest.Config) -> None:
     options = _options(config)
     config.stash[_OPTIONS] = options
     config.addinivalue_line("markers", "pallas_verify: a KernelSpec test collected by pallas-verify")
-    _active.append(options)
+    testing.active_options.append(options)
     if options.report_dir is not None and not _is_worker(config):
         parts = options.report_dir / _PARTS
         for stale in parts.glob("*.json") if parts.is_dir() else []:
@@ -170,8 +152,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _OPTIONS in config.stash and config.stash[_OPTIONS] in _active:
-        _active.remove(config.stash[_OPTIONS])
+    if _OPTIONS in config.stash and config.stash[_OPTIONS] in testing.active_options:
+        testing.active_options.remove(config.stash[_OPTIONS])
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -216,17 +198,6 @@ def _assignment_line(module: pytest.Module, name: str) -> int:
     return next((i for i, text in enumerate(lines) if pattern.match(text)), 0)
 
 
-class KernelFindingsError(AssertionError):
-    """A kernel showed findings; the message is every finding with its evidence and reproducer."""
-
-    def __init__(self, report: Report) -> None:
-        from pallas_verify.render import findings_text
-
-        self.report = report
-        n = len(report.findings)
-        super().__init__(f"{n} finding{'s' if n != 1 else ''}:\n\n" + findings_text(report.findings))
-
-
 class KernelItem(pytest.Item):
     """One KernelSpec on one backend: a Hypothesis search by the engine."""
 
@@ -240,7 +211,7 @@ class KernelItem(pytest.Item):
 
     def runtest(self) -> None:
         options = self.config.stash[_OPTIONS]
-        report = _verify(self.spec, (self.backend,), options)
+        report = verify_with(self.spec, (self.backend,), options)
         _record(self.config, report)
         if report.findings:
             raise KernelFindingsError(report)
@@ -266,66 +237,28 @@ def _skip_reason(spec: KernelSpec, name: str) -> str | None:
     return reason
 
 
-def _verify(spec: KernelSpec, backends: Sequence[str], options: PluginOptions) -> Report:
-    from pallas_verify.engine import verify
-
-    return verify(spec, list(backends), options.max_examples, options.seed, profile=options.profile,
-                  out_dir=options.out_dir, timeout_s=options.timeout_s, isolate=options.isolate,
-                  shrink_budget_s=options.shrink_budget_s)
-
-
-def kernel_test(
-    spec: KernelSpec,
-    *,
-    backends: Sequence[str] | None = None,
-    max_examples: int | None = None,
-    seed: int | None = None,
-    profile: str | None = None,
-) -> Report:
-    """Verify a spec built inside a test; raise KernelFindingsError if anything was found.
-
-    Options left None take the session's (``--pv-*``), or the plugin's defaults outside
-    a pytest session. Backends not available here or not for the kernel's platforms are
-    skipped, as in collected items. Returns the Report when nothing was found.
-    """
-    __tracebackhide__ = True
-    base = _active[-1] if _active else PluginOptions()
-    options = dataclasses.replace(
-        base,
-        backends=tuple(backends) if backends is not None else base.backends,
-        max_examples=max_examples if max_examples is not None else base.max_examples,
-        seed=seed if seed is not None else base.seed,
-        profile=profile if profile is not None else base.profile,
-    )
-    report = _verify(spec, options.backends, options)
-    if _sessions:
-        _record(_sessions[-1], report)
-    if report.findings:
-        raise KernelFindingsError(report)
-    return report
-
-
 # -- the session's report -----------------------------------------------------------------
-
-_sessions: list[pytest.Config] = []  # running sessions (pytester nests them), innermost last
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    _sessions.append(session.config)
-    session.config.stash[_REPORT] = _empty_report(session.config)
+    recorder = session.config.stash[_RECORDER] = functools.partial(_record, session.config)
+    testing.recorders.append(recorder)  # kernel_test's reports join the session's
     session.config.stash[_STARTED] = time.perf_counter()
 
 
-def _empty_report(config: pytest.Config) -> Report:
-    from pallas_verify.report import Report
+def _session_report(config: pytest.Config) -> Report:
+    """The session's report, made on first use (a run without KernelSpecs never loads it)."""
+    if _REPORT not in config.stash:
+        from pallas_verify.report import Report
 
-    o = config.stash[_OPTIONS]
-    return Report(backends=list(o.backends), seed=o.seed, profile=o.profile)
+        o = config.stash[_OPTIONS]
+        config.stash[_REPORT] = Report(backends=list(o.backends), seed=o.seed, profile=o.profile)
+    return config.stash[_REPORT]
 
 
 def _record(config: pytest.Config, report: Report) -> None:
-    if _REPORT in config.stash:
-        config.stash[_REPORT].merge(report)
+    if _STARTED in config.stash:
+        _session_report(config).merge(report)
 
 
 def _record_skip(config: pytest.Config, spec: KernelSpec, backend: str, reason: str) -> None:
@@ -349,12 +282,12 @@ def _kernel_entry(spec: KernelSpec) -> dict[str, Any]:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    if config in _sessions:
-        _sessions.remove(config)
+    if config.stash.get(_RECORDER, None) in testing.recorders:
+        testing.recorders.remove(config.stash[_RECORDER])
     options = config.stash.get(_OPTIONS, None)
-    if options is None or options.report_dir is None or _REPORT not in config.stash:
+    if options is None or options.report_dir is None or _STARTED not in config.stash:
         return
-    report = config.stash[_REPORT]
+    report = _session_report(config)
     parts = options.report_dir / _PARTS
     if _is_worker(config):
         report.write_json(parts / f"{config.workerinput['workerid']}.json")

@@ -90,7 +90,6 @@ class Runner:
         self.static_notes: list[str] = []  # "static check skipped for <call>: <reason>", each once
         self._expected: collections.OrderedDict[str, Any] = collections.OrderedDict()
         self._outputs: dict[str, dict[str, tuple[np.ndarray, ...]]] = {}
-        self.reference_runs = 0
         self._workers: dict[str, Worker] = {}
 
     def __enter__(self) -> Runner:
@@ -132,7 +131,6 @@ class Runner:
                  transform: str | None = None) -> Any:
         """The reference's (outputs, paths) for one example (under ``transform``), computed once."""
         if key not in self._expected:
-            self.reference_runs += 1
             self._expected[key] = (reference_outputs(self.spec, config, inputs) if transform is None
                                    else transforms.expected_outputs(self.spec, config, tuple(inputs), transform))
             if len(self._expected) > self.cache_size:

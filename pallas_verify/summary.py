@@ -5,10 +5,11 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
+from pallas_verify.matrix import matrix_lines, reason_lines, tally
 from pallas_verify.render import finding_text
 from pallas_verify.report import Report, cell_key
 
-__all__ = ["print_summary"]
+__all__ = ["print_matrix", "print_summary"]
 
 
 def print_summary(report: Report, file: TextIO = sys.stdout) -> None:
@@ -21,9 +22,24 @@ def print_summary(report: Report, file: TextIO = sys.stdout) -> None:
             detail = r.effort if r.status in ("pass", "fail") else ""
             why = f" ({r.reason})" if r.reason else ""
             print(f"  {cell_key(r):<22} {r.status.upper():<11} {detail}{why}", file=file)
+    _print_tail(report, file)
+
+
+def print_matrix(report: Report, file: TextIO = sys.stdout) -> None:
+    """The kernel x backend matrix (one line per kernel), each reason once, then the findings."""
+    print("\n".join(matrix_lines(report)), file=file)
+    reasons = reason_lines(report)
+    reasons += [f"note  {k['name']}: {note}" for k in report.kernels for note in k.get("static_skipped", ())]
+    if reasons:
+        print("\n" + "\n".join(reasons), file=file)
+    _print_tail(report, file, cells=f" ({tally(report.results)})")
+
+
+def _print_tail(report: Report, file: TextIO, cells: str = "") -> None:
+    """Invalid specs, each finding with its reproducer, and the count."""
     for bad in report.invalid:
         print(f"{bad['kernel']}\n  INVALID SPEC: {bad['reason']}", file=file)
     for f in report.findings:
         print(f"\n{finding_text(f)}\nfirst seen after {f.elapsed_s:.1f} s", file=file)
     n = len(report.findings)
-    print(f"\n{n} finding{'s' if n != 1 else ''} in {report.seconds:.1f} s", file=file)
+    print(f"\n{n} finding{'s' if n != 1 else ''} in {report.seconds:.1f} s{cells}", file=file)

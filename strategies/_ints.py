@@ -1,4 +1,4 @@
-"""Integer helpers: ceiling division, powers of two, primes."""
+"""Integer helpers: ceiling division, the next power of two, primes."""
 
 from __future__ import annotations
 
@@ -10,19 +10,9 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def round_up(a: int, multiple: int) -> int:
-    """The smallest multiple of ``multiple`` that is >= ``a``."""
-    return cdiv(a, multiple) * multiple
-
-
 def next_pow2(a: int) -> int:
     """The smallest power of two >= ``a`` (``a`` >= 1)."""
     return 1 << (a - 1).bit_length()
-
-
-def is_pow2(a: int) -> bool:
-    """Whether ``a`` is a positive power of two."""
-    return a > 0 and a & (a - 1) == 0
 
 
 @functools.cache

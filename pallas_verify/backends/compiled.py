@@ -75,10 +75,6 @@ class CompileCache:
         while len(self._entries) > self.maxsize:
             self._entries.popitem(last=False)
 
-    def clear(self) -> None:
-        self._entries.clear()
-        self.hits = self.misses = 0
-
 
 COMPILE_CACHE = CompileCache()
 

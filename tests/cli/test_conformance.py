@@ -37,6 +37,15 @@ def test_conformance_writes_the_matrix_with_transform_columns_and_runs_multi_dev
         capture_output=True, text=True, timeout=900,
     )
     assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert "[1/2] ragged_add: 2 PASS, 2 skip" in lines  # progress: one line per kernel
+    header = next(i for i, line in enumerate(lines) if line.startswith("kernel "))
+    assert lines[header].split() == ["kernel", "interpret", "gpu_interpret"]
+    rows = [line.split() for line in lines[header + 1:lines.index("", header)]]
+    assert ["ring_permute", "PASS", "skip"] in rows
+    at = rows.index(["ragged_add", "PASS", "skip"])  # one line per kernel, its transform under it
+    assert rows[at + 1] == ["+vmap", "PASS", "skip"]
+    assert "SKIPPED" not in run.stdout
     report = json.loads((tmp_path / "report.json").read_text())
     cells = {k["name"]: k["results"] for k in report["kernels"]}
     assert cells["ring_permute"]["interpret"]["status"] == "pass"  # 4 host devices were set up

@@ -98,15 +98,14 @@ def test_kernel_test_verifies_a_spec_built_in_a_function(pytester, spec_file, sp
 def test_built_here():
     spec = pv.KernelSpec(name="inner_shifted", kernel=_make(1), reference=reference, configs=CONFIGS,
                          inputs=inputs)
-    pv_plugin.kernel_test(spec, backends=["interpret"])
+    pv.kernel_test(spec, backends=["interpret"])
 
 
 def test_built_here_and_correct():
     spec = pv.KernelSpec(name="inner", kernel=_make(0), reference=reference, configs=CONFIGS, inputs=inputs)
-    report = pv_plugin.kernel_test(spec, backends=["interpret"])
+    report = pv.kernel_test(spec, backends=["interpret"])
     assert [r.status for r in report.results] == ["pass"]
 ''', stem="inner")
-    pytester.makeconftest("from pallas_verify import plugin as pv_plugin\nimport builtins\nbuiltins.pv_plugin = pv_plugin\n")
     result = pytester.runpytest_subprocess(*FAST)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*KernelFindingsError: 1 finding:*", "*[[]mismatch[]] inner_shifted on interpret"])
