@@ -47,6 +47,9 @@ class BlockOperand:
         a memory space Pallas pipelines); False for pl.ANY/HBM operands and
         element-offset windows, whose accesses the kernel makes itself.
       index_map: the index map as a ClosedJaxpr of ``*grid_indices, *scalar_prefetch``.
+      element_window: per dimension, the window size of a pl.Element dimension (whose
+        index map gives an element offset) and None for a block dimension; ``()`` when a
+        dimension is neither (its elements cannot be located statically).
     """
 
     name: str
@@ -57,6 +60,7 @@ class BlockOperand:
     memory_space: str
     windowed: bool
     index_map: Any
+    element_window: tuple[int | None, ...] = ()
 
     @property
     def block_counts(self) -> tuple[int, ...]:
@@ -84,6 +88,8 @@ class PallasCall:
         their blocks that no grid point writes keep the input's values.
       produces: ``(kernel output index, call output index)`` pairs for the kernel's
         outputs this call produces directly (through jit and dtype casts).
+      aliases: ``(input index, output index)`` pairs of input_output_aliases (indices into
+        ``inputs`` and ``outputs``).
     """
 
     name: str
@@ -99,6 +105,7 @@ class PallasCall:
     mutated_inputs: tuple[int, ...]
     aliased_outputs: tuple[int, ...] = ()
     produces: tuple[tuple[int, int], ...] = ()
+    aliases: tuple[tuple[int, int], ...] = ()
 
     def output_for(self, kernel_output: int) -> BlockOperand | None:
         for k, c in self.produces:
@@ -201,6 +208,7 @@ def _pallas_call(eqn, args, position: int) -> PallasCall:
         skip_reason=_call_skip_reason(name, n_dyn, prefetch),
         mutated_inputs=_mutated_inputs(eqn, gm, ins),
         aliased_outputs=tuple(sorted(o for _, o in eqn.params.get("input_output_aliases", ()))),
+        aliases=tuple(sorted((i - gm.num_index_operands, o) for i, o in eqn.params.get("input_output_aliases", ()))),
     )
 
 
@@ -219,15 +227,18 @@ def _operand(bm, i: int, num_inputs: int) -> BlockOperand:
     is_output = i >= num_inputs
     index = i - num_inputs if is_output else i
     space = str(getattr(bm.transformed_block_aval, "memory_space", "default"))
-    sizes, windowed = [], space not in _UNWINDOWED_SPACES
+    sizes, windowed, elements = [], space not in _UNWINDOWED_SPACES, []
     for b in bm.block_shape:
         if isinstance(b, pl.Blocked):
             sizes.append(int(b.block_size))
+            elements.append(None)
         elif isinstance(b, pl.Squeezed) or b is None:
             sizes.append(1)
+            elements.append(None)
         else:
             sizes.append(1)
             windowed = False
+            elements.append(int(b.block_size) if isinstance(b, pl.Element) else _UNKNOWN)
     return BlockOperand(
         name=f"{'output' if is_output else 'input'} {index}",
         index=index,
@@ -237,6 +248,7 @@ def _operand(bm, i: int, num_inputs: int) -> BlockOperand:
         memory_space=space,
         windowed=windowed,
         index_map=jex.core.ClosedJaxpr(bm.index_map_jaxpr, list(bm.index_map_jaxpr.consts)),
+        element_window=() if _UNKNOWN in elements else tuple(elements),
     )
 
 

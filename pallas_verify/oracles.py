@@ -28,6 +28,7 @@ __all__ = [
 
 # What an interpreter's error says -> the finding kind it is. First match wins.
 ERROR_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"DEADLOCK DETECTED"), "deadlock"),
     (re.compile(r"RACE DETECTED"), "race"),
     (re.compile(r"Out-of-bounds|Out of bound|out of bounds", re.IGNORECASE), "out_of_bounds"),
     (re.compile(r"Revisited block"), "revisit"),

@@ -53,8 +53,11 @@ class TpuInterpret:
     def run(self, case: Case) -> Outcome:
         from jax.experimental.pallas import tpu as pltpu
 
+        from pallas_verify import _jax_compat
+
         params = pltpu.InterpretParams(**{"on_race": "warn", **case.mode})
-        return execute(case, params)
+        with _jax_compat.deadlock_watch():  # a deadlock ends the run as a `deadlock` error
+            return execute(case, params)
 
     def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
         """Metamorphic reruns: (finding kind, knob, mode) with one knob changed.
