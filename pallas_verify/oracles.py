@@ -66,7 +66,8 @@ def outcome_findings(
     if outcome.crashed:
         return [_finding(case, "crash", outcome.crashed)]
     if outcome.timed_out:
-        return [_finding(case, "timeout", f"the case did not finish within its time limit ({outcome.seconds:.0f} s): "
+        why = f"; {outcome.diagnostics}" if outcome.diagnostics else ""
+        return [_finding(case, "timeout", f"the case did not finish (stopped after {outcome.seconds:.1f} s{why}): "
                          "a deadlock (e.g. a semaphore wait never signalled) or an endless loop")]
     found = []
     if outcome.error is not None:
