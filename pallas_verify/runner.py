@@ -236,7 +236,8 @@ def _grid_findings(spec: KernelSpec, config: Mapping[str, Any], inputs: tuple[np
     from pallas_verify import gridcheck
 
     issues = gridcheck.check_grid(spec.kernel, inputs, config)
-    return [Finding(kind=i.kind, kernel=spec.name, backend="static", message=i.message, config=dict(config))
+    return [Finding(kind=i.kind, kernel=spec.name, backend="static", message=i.message, config=dict(config),
+                    evidence={"call": i.call, "operand": i.operand, "block": i.block, "grid_points": i.grid_points})
             for i in issues if i.is_finding]
 
 
