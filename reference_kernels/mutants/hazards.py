@@ -211,7 +211,7 @@ def double_buffered_scale(x, *, wrong_slot: bool = False):
 
 
 double_buffer_spec = KernelSpec(
-    name="double_buffer", kernel=double_buffered_scale, reference=lambda x: 2 * x,
+    name="double_buffered_scale", kernel=double_buffered_scale, reference=lambda x: 2 * x,
     configs=_NO_CONFIG, inputs=_blocks, features=("dma",),
 )
 double_buffer_deadlock_spec = KernelSpec(
