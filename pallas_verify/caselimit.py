@@ -65,7 +65,7 @@ class CaseLimit:
         else:
             basis = (f"{self.factor:g} x the slowest of the {self.finished} finished case(s) of this spec "
                      f"({self.slowest:.2f} s), at least {self.floor_s:g} s")
-        return f"an idle limit of {self.idle_after():.1f} s ({basis}; ceiling timeout_s={self.ceiling:g} s)"
+        return f"idle limit {self.idle_after():.1f} s: {basis}; ceiling timeout_s={self.ceiling:g} s"
 
 
 class CpuMeter:

@@ -94,7 +94,7 @@ class Worker:
             return Outcome(crashed=self._death(), seconds=time.perf_counter() - start)
         self.close()
         seconds = time.perf_counter() - start
-        why = (f"the worker process used no CPU for {idle:.1f} s after the case's idle limit"
+        why = (f"its worker process used no CPU for {idle:.1f} s past the idle limit"
                if idle else f"it reached the time limit of {limit:g} s")
         return Outcome(timed_out=True, seconds=seconds, diagnostics=why)
 

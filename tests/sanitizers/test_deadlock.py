@@ -97,3 +97,17 @@ def test_a_busy_worker_runs_past_its_idle_limit():
     assert outcome.ok, outcome
     assert outcome.seconds > 1.0
     np.testing.assert_array_equal(outcome.outputs[0], _inputs(spec)[0])
+
+
+@pytest.mark.slow
+def test_a_timeout_finding_says_which_limit_stopped_it():
+    from pallas_verify.backends import registry
+    from pallas_verify.runner import Runner
+
+    spec = load_spec(f"{HANGS}::sleeps")
+    with Runner(spec, timeout_s=300.0) as runner:
+        runner.limit = CaseLimit(ceiling=300.0, first_case_s=2.0)
+        [finding] = runner.check({}, _inputs(spec), registry.get("interpret"), {})
+    assert finding.kind == "timeout"
+    assert "used no CPU" in finding.message
+    assert "idle limit 2.0 s: the first-case allowance of 2 s; ceiling timeout_s=300 s" in finding.message
