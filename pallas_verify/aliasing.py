@@ -36,8 +36,10 @@ __all__ = ["ALIAS_HAZARD", "AliasHazard", "alias_hazards", "core_of", "element_b
 ALIAS_HAZARD = "alias_hazard"
 #: Core counts the check splits the parallel sub-grid over (1 is the plain row-major walk).
 CORE_COUNTS = (1, 2)
-# Pairs of (read event, write event) compared at once; above it the pair is skipped.
-_MAX_PAIRS = 50_000_000
+# Pairs of (read event, write event) of differently cut operands: compared in chunks of
+# _CHUNK; above _MAX_PAIRS the pair is skipped with a reason.
+_MAX_PAIRS = 200_000_000
+_CHUNK = 2_000_000
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -131,33 +133,62 @@ def _pair_hazard(call, source, target, points) -> AliasHazard | None:
     pair = f"{source.name} aliased to {target.name}"
     reads_at = block_indices(call, source, points)
     writes_at = block_indices(call, target, points)
+    tiled = (source.block_shape == target.block_shape and source.array_shape == target.array_shape
+             and not any(w is not None for w in (*source.element_window, *target.element_window)))
     for cores in CORE_COUNTS:
         core = core_of(call, points, cores)
         if cores > 1 and core.max(initial=0) == 0:
             continue  # nothing to split: the same walk as one core
         reads = _events(source, points, reads_at, core, write=False)
         writes = _events(target, points, writes_at, core, write=True)
-        if len(reads.core) * len(writes.core) > _MAX_PAIRS:
+        if not tiled and len(reads.core) * len(writes.core) > _MAX_PAIRS:
             return AliasHazard(kind="skipped", call=call.name, operand=pair, message=(
                 f"skipped: {call.name}: {pair} has {len(reads.core)} input fetches and "
-                f"{len(writes.core)} output write-backs, too many to compare pairwise; "
-                "check a smaller grid"))
-        hit = _first_conflict(reads, writes)
+                f"{len(writes.core)} output write-backs with different windows, too many to "
+                "compare pairwise; check a smaller grid"))
+        hit = _first_conflict(reads, writes, tiled=tiled)
         if hit is not None:
             return _hazard(call, (source, target), reads, writes, *hit, cores=cores)
     return None
 
 
-def _first_conflict(reads: _Events, writes: _Events) -> tuple[int, int] | None:
-    """(read event, write event) of the first read that sees a write-back it may not see."""
-    overlap = np.all((reads.lo[:, None] < writes.hi[None]) & (writes.lo[None] < reads.hi[:, None]), axis=2)
-    same = reads.core[:, None] == writes.core[None]
-    later = reads.step[:, None] > writes.step[None]
-    bad = overlap & (~same | later)
+def _first_conflict(reads: _Events, writes: _Events, *, tiled: bool) -> tuple[int, int] | None:
+    """(read event, write event) of the first read that sees a write-back it may not see.
+
+    ``tiled``: both operands cut the array into the same blocks, so element ranges
+    overlap exactly when they are equal (grouped in one pass instead of pairwise).
+    """
+    if tiled:
+        return _first_conflict_tiled(reads, writes)
+    chunk = max(1, _CHUNK // max(len(writes.core), 1))
+    for start in range(0, len(reads.core), chunk):
+        part = slice(start, start + chunk)
+        lo, hi = reads.lo[part, None], reads.hi[part, None]
+        overlap = np.all((lo < writes.hi[None]) & (writes.lo[None] < hi), axis=2)
+        other_core = reads.core[part, None] != writes.core[None]
+        bad = overlap & (other_core | (reads.step[part, None] > writes.step[None]))
+        if bad.any():
+            r, w = np.argwhere(bad)[0]
+            return start + int(r), int(w)
+    return None
+
+
+def _first_conflict_tiled(reads: _Events, writes: _Events) -> tuple[int, int] | None:
+    n = len(reads.core)
+    ids = np.unique(np.concatenate([reads.lo, writes.lo]), axis=0, return_inverse=True)[1].reshape(-1)
+    rid, wid = ids[:n], ids[n:]
+    cores = int(max(reads.core.max(initial=0), writes.core.max(initial=0))) + 1
+    never = np.iinfo(np.int64).max
+    first = np.full((int(ids.max(initial=0)) + 1, cores), never)  # first write-back step per block and core
+    np.minimum.at(first, (wid, writes.core), writes.step)
+    written = first < never
+    by_others = written[rid].sum(axis=1) - written[rid, reads.core] > 0
+    bad = by_others | (first[rid, reads.core] < reads.step)
     if not bad.any():
         return None
-    r, w = np.argwhere(bad)[0]
-    return int(r), int(w)
+    r = int(np.argmax(bad))
+    culprit = (wid == rid[r]) & ((writes.core != reads.core[r]) | (writes.step < reads.step[r]))
+    return r, int(np.argmax(culprit))
 
 
 def _hazard(call, operands, reads, writes, r, w, *, cores) -> AliasHazard:

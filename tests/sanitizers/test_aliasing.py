@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import find
+from hypothesis import find, given, settings
+from hypothesis import strategies as st
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
@@ -156,3 +157,33 @@ def test_hazard_mutants_are_flagged_and_their_twins_are_clean(mutant):
     for spec, flagged in ((mutant.spec, True), (mutant.twin, False)):
         inputs = tuple(np.asarray(x) for x in find(spec.inputs({}), lambda _: True))
         assert bool(hazards_of(spec.kernel, inputs)) is flagged, spec.name
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_grouped_and_pairwise_conflict_searches_agree_on_tiled_blocks(data):
+    def events(n):
+        blocks = np.array(data.draw(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 1)), min_size=n, max_size=n)),
+                          np.int64).reshape(n, 2)
+        cores = np.array(data.draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)), np.int64)
+        steps = np.array(data.draw(st.lists(st.integers(0, 6), min_size=n, max_size=n)), np.int64)
+        lo = blocks * np.array([BM, BK])
+        return aliasing._Events(cores, steps, blocks, lo, lo + np.array([BM, BK]), blocks)
+
+    reads, writes = events(data.draw(st.integers(1, 8))), events(data.draw(st.integers(1, 8)))
+    grouped = aliasing._first_conflict(reads, writes, tiled=True)
+    pairwise = aliasing._first_conflict(reads, writes, tiled=False)
+    assert (grouped is None) == (pairwise is None)
+    if grouped is not None:
+        assert grouped[0] == pairwise[0]  # the same first read
+        r, w = grouped
+        assert (reads.block[r] == writes.block[w]).all()
+        assert reads.core[r] != writes.core[w] or reads.step[r] > writes.step[w]
+
+
+def test_a_large_in_place_grid_is_checked_by_blocks_not_pairwise():
+    big = jax.ShapeDtypeStruct((8 * 2048, BK), jnp.float32)
+    issues = check_grid(in_place, (big,), {"maps": (_own, lambda i: ((i + 1) % 2048, 0)), "out_map": _own,
+                                           "alias": 1, "grid": (2048,), "semantics": ("parallel",)})
+    assert [i.kind for i in issues] == ["alias_hazard"]
+    assert issues[0].grid_points == ((0,), (2047,))  # the last step reads block 0 back
