@@ -1,9 +1,11 @@
 """A static check of in-place kernels: reads of an aliased input after its elements are written.
 
-With ``input_output_aliases={i: o}`` the input and the output are one buffer on a chip.
-The interpreters copy the input, so a kernel that reads elements of the input after a
-grid step wrote them back through the output gets the right answer there and the wrong
-one on hardware. This module finds such reads without running the kernel.
+With ``input_output_aliases={i: o}`` the input and the output are one buffer on a chip,
+so a kernel that reads elements of the input after a grid step wrote them back through
+the output reads the new values (or races with the write-back). The interpreters run
+the steps one at a time, without the pipeline's prefetch, and the HLO interpreter on one
+core in row-major order: they show such a read only when their own order exposes it
+(docs/sanitizer-signals.md). This module finds such reads without running the kernel.
 
 The model is the one the Pallas TPU pipeline follows:
 
@@ -200,9 +202,13 @@ def _hazard(call, operands, reads, writes, r, w, *, cores) -> AliasHazard:
     lo, hi = np.maximum(reads.lo[r], writes.lo[w]), np.minimum(reads.hi[r], writes.hi[w])
     elements = ", ".join(f"{a}:{b}" for a, b in zip(lo, hi, strict=True))
     if reads.core[r] == writes.core[w]:
-        when = (f"{'on one core' if cores == 1 else f'on core {reads.core[r]} of {cores}'}, grid point "
-                f"{read_at} runs after {wrote_at}, whose block is written back first (its input is "
-                "fetched during the previous step, while that write-back may be in flight)")
+        where = "on one core" if cores == 1 else f"on core {reads.core[r]} of {cores}"
+        if reads.step[r] == writes.step[w] + 1:
+            order = (f"the fetch for {read_at} is issued during {wrote_at} (prefetch), while that "
+                     "step's write-back of the block may be in flight")
+        else:
+            order = f"{read_at} runs after {wrote_at} has written the block back"
+        when = f"{where}, {order}"
         fix = ("Read the neighbouring blocks from a separate (un-aliased) input, or order the grid so "
                "that every block is read before the step that writes it back (an 'arbitrary' axis "
                "whose steps read before they write).")
@@ -222,7 +228,7 @@ def _hazard(call, operands, reads, writes, r, w, *, cores) -> AliasHazard:
             f"{call.name}: {pair} (input_output_aliases: one buffer on a chip). Grid point "
             f"{wrote_at} writes block {written} of {target.name} (elements [{elements}]) "
             f"and grid point {read_at} reads those elements through the input: {when}. On "
-            "hardware it may read the new values; the interpreters copy the input and read the old "
-            f"ones. {fix}"
+            "a chip the read sees the new values or races with the write-back; the interpreters "
+            f"run the steps one at a time and may not show it. {fix}"
         ),
     )

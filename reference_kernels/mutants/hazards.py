@@ -1,8 +1,10 @@
-"""Mutants no interpreter shows by its outputs: aliased in-place kernels and deadlocks.
+"""Mutants of in-place kernels (input_output_aliases) and of manual double buffering.
 
-The interpreters copy an aliased input, so an in-place kernel that reads blocks already
-written back through its output computes the right answer there (only the static
-``alias_hazard`` check sees it). A manual double buffer that prefetches into the wrong
+On a chip an aliased input and its output are one buffer: an in-place kernel that reads
+blocks already written back through its output reads new values. The interpreters share
+the buffer too but run the steps one at a time, without the pipeline's prefetch (and the
+HLO interpreter on one core), so only some of these show as mismatches there; the static
+``alias_hazard`` check names each. A manual double buffer that prefetches into the wrong
 slot waits forever on the other slot's semaphore (TPU interpret mode's ``deadlock``).
 """
 

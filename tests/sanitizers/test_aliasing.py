@@ -69,6 +69,7 @@ def test_reading_the_block_the_previous_step_wrote_is_a_hazard():
     # The fetch for step i is issued during step i - 1, while its write-back is in flight.
     [issue] = hazards_of(in_place, maps=(_own, _prev), out_map=_own, alias=1)
     assert issue.grid_points == ((0,), (1,))
+    assert "the fetch for (1,) is issued during (0,) (prefetch)" in issue.message
 
 
 def test_reading_and_writing_the_own_block_in_place_is_clean():
