@@ -86,8 +86,7 @@ def element_boxes(operand: BlockOperand, indices: np.ndarray) -> tuple[np.ndarra
     return np.clip(lo, 0, shape), np.clip(hi, 0, shape)
 
 
-def _located(operand: BlockOperand) -> bool:
-    return operand.memory_space not in ("any", "hbm", "semaphore_mem", "host") and bool(operand.element_window)
+_KERNEL_MANAGED = ("any", "hbm", "semaphore_mem", "host")
 
 
 def alias_hazards(call: PallasCall, points: np.ndarray) -> list[AliasHazard]:
@@ -95,8 +94,14 @@ def alias_hazards(call: PallasCall, points: np.ndarray) -> list[AliasHazard]:
     found = []
     for i, o in call.aliases:
         source, target = call.inputs[i], call.outputs[o]
-        if not (_located(source) and _located(target)):
+        if source.memory_space in _KERNEL_MANAGED or target.memory_space in _KERNEL_MANAGED:
             continue  # pl.ANY/HBM operands: the kernel's own DMAs, which no index map describes
+        if not (source.element_window and target.element_window):
+            found.append(AliasHazard(kind="skipped", call=call.name, operand=f"{source.name} aliased to {target.name}",
+                                     message=(f"skipped: {call.name}: the block shape of {source.name} or "
+                                              f"{target.name} has a dimension that is neither a block nor a "
+                                              "pl.Element window, so its elements cannot be located statically")))
+            continue
         hazard = _pair_hazard(call, source, target, points)
         if hazard is not None:
             found.append(hazard)

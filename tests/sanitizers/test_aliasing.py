@@ -188,3 +188,24 @@ def test_a_large_in_place_grid_is_checked_by_blocks_not_pairwise():
                                            "alias": 1, "grid": (2048,), "semantics": ("parallel",)})
     assert [i.kind for i in issues] == ["alias_hazard"]
     assert issues[0].grid_points == ((0,), (2047,))  # the last step reads block 0 back
+
+
+def test_an_aliased_window_that_cannot_be_located_is_skipped_with_the_reason():
+    def bounded(x):
+        return pl.pallas_call(
+            _copy_rows,
+            grid=(4,),
+            in_specs=[pl.BlockSpec((pl.BoundedSlice(BM), BK), lambda i: (pl.ds(i * BM, BM), 0))],
+            out_specs=pl.BlockSpec((BM, BK), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            input_output_aliases={0: 0},
+        )(x)
+
+    [issue] = [i for i in check_grid(bounded, (X,), {}) if i.operand == "input 0 aliased to output 0"]
+    assert issue.kind == "skipped"
+    assert not issue.is_finding
+    assert "neither a block nor a pl.Element window" in issue.message
+
+
+def _copy_rows(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
