@@ -70,28 +70,27 @@ def test_verify_reports_a_deadlocking_kernel_as_deadlock(tmp_path):
     assert [r.status for r in report.results] == ["fail"]
 
 
-@pytest.mark.slow
-def test_an_idle_worker_is_stopped_at_its_idle_limit_long_before_the_ceiling():
-    spec = load_spec(f"{HANGS}::sleeps")
+def _in_worker(name: str, *, idle_after_s: float):
+    """Run the hang spec ``name`` once in a fresh worker (ceiling 300 s)."""
+    spec = load_spec(f"{HANGS}::{name}")
     case = Case(spec=spec, config={}, inputs=_inputs(spec), backend="interpret", mode={})
     worker = Worker()
     try:
-        outcome = worker.run(spec_ref(spec), case, timeout_s=300.0, idle_after_s=2.0)
+        return worker.run(spec_ref(spec), case, timeout_s=300.0, idle_after_s=idle_after_s), spec
     finally:
         worker.close()
+
+
+@pytest.mark.slow
+def test_an_idle_worker_is_stopped_at_its_idle_limit_long_before_the_ceiling():
+    outcome, _ = _in_worker("sleeps", idle_after_s=2.0)
     assert outcome.timed_out
     assert "used no CPU" in outcome.diagnostics
 
 
 @pytest.mark.slow
 def test_a_busy_worker_runs_past_its_idle_limit():
-    spec = load_spec(f"{HANGS}::spins")
-    case = Case(spec=spec, config={}, inputs=_inputs(spec), backend="interpret", mode={})
-    worker = Worker()
-    try:
-        outcome = worker.run(spec_ref(spec), case, timeout_s=300.0, idle_after_s=1.0)
-    finally:
-        worker.close()
+    outcome, spec = _in_worker("spins", idle_after_s=1.0)
     assert outcome.ok, outcome
     assert outcome.seconds > 1.0
     np.testing.assert_array_equal(outcome.outputs[0], _inputs(spec)[0])
