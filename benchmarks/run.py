@@ -32,6 +32,7 @@ class Scale:
         time limit, and which mutants (empty: all).
       scaling_examples, scaling_specs: examples per kernel and backend; how many specs.
       grid_points: grid sizes of the cost series.
+      deadlock_mutants: which deadlocking mutants the deadlock section times (empty: all).
     """
 
     overhead_examples: int
@@ -45,6 +46,7 @@ class Scale:
     scaling_examples: int
     scaling_specs: int
     grid_points: tuple[int, ...]
+    deadlock_mutants: tuple[str, ...] = ()
 
 
 SCALES: dict[str, Scale] = {
@@ -54,7 +56,7 @@ SCALES: dict[str, Scale] = {
     "tiny": Scale(overhead_examples=1, overhead_repeats=2, search_examples=1, shrink_budget_s=1.0,
                   metamorphic_examples=1, budget_s=8.0, case_timeout_s=5.0,
                   mutants=("rotated_index_map", "read_before_wait"), scaling_examples=1, scaling_specs=1,
-                  grid_points=(1, 2)),
+                  grid_points=(1, 2), deadlock_mutants=("deadlock_semaphore",)),
 }
 
 
@@ -83,6 +85,12 @@ def _scaling(scale: Scale) -> dict[str, Any]:
     return scaling(max_examples=scale.scaling_examples, specs=SPECS[: scale.scaling_specs])
 
 
+def _deadlock(scale: Scale) -> dict[str, Any]:
+    from benchmarks.deadlock import deadlock
+
+    return deadlock(only=scale.deadlock_mutants)
+
+
 def _cost(scale: Scale) -> dict[str, Any]:
     from benchmarks.cost import cost
 
@@ -96,6 +104,7 @@ SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] =
                              "compiles_per_metamorphic_rerun_first", "compiles_per_metamorphic_rerun_repeat")),
     "detection": (_detection, ("kill_rate", "kill_rate_hlo_grid", "kill_rate_hlo_random", "kill_rate_tpu_default",
                                "detect_ratio_vs_best_baseline")),
+    "deadlock": (_deadlock, ("deadlock_report_s",)),
     "scaling": (_scaling, ("examples_per_s",)),
     "cost": (_cost, ("recommended_max_grid_points",)),
 }

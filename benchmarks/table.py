@@ -18,6 +18,7 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
     ("kill_rate_hlo_random", "kill rate, HLO random", ""),
     ("kill_rate_tpu_default", "kill rate, TPU interpret defaults", ""),
     ("detect_ratio_vs_best_baseline", "seconds-to-detect / best baseline (median)", "<= 2"),
+    ("deadlock_report_s", "seconds from search start to a deadlock finding (worst)", "<= 20"),
     ("scaling_speedup", "xdist speed-up, 2 workers over 1", ""),
     ("recommended_max_grid_points", "recommended max_grid_points", ""),
 )
@@ -58,6 +59,13 @@ def _mutants(detection: dict[str, Any]) -> list[str]:
     return _rows(("mutant", "pallas-verify", *methods), rows)
 
 
+def _deadlocks(deadlock: dict[str, Any]) -> list[str]:
+    per = deadlock.get("per_mutant", {})
+    rows = [(name, *(f"{_fmt(r['seconds'])} s {r['kind'] or 'missed'}" for r in runs.values()))
+            for name, runs in per.items()]
+    return _rows(("deadlocking mutant", *next(iter(per.values()))), rows) if rows else []
+
+
 def _costs(cost: dict[str, Any]) -> list[str]:
     series = cost.get("series", {})
     if not series:
@@ -77,7 +85,8 @@ def render(results: dict[str, Any]) -> str:
              f"jax {m.get('jax')}; scale={results.get('scale')}; {results.get('seconds', 0):.0f} s", ""]
     lines += _rows(("figure", "value", "target"),
                    [(label, _fmt(results.get(key)), target) for key, label, target in HEADLINES if key in results])
-    for block in (_mutants(results.get("detection", {})), _costs(results.get("cost", {}))):
+    for block in (_mutants(results.get("detection", {})), _deadlocks(results.get("deadlock", {})),
+                  _costs(results.get("cost", {}))):
         if block:
             lines += ["", *block]
     return "\n".join(lines)

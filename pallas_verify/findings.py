@@ -18,10 +18,12 @@ Kind = Literal[
     "revisit",
     "semaphore_leak",
     "input_mutation",
+    "alias_hazard",
     "backend_divergence",
     "compile_error",
     "crash",
     "timeout",
+    "deadlock",
     "exception",
 ]
 FINDING_KINDS: tuple[str, ...] = get_args(Kind)

@@ -6,7 +6,8 @@ the house plan: ``race`` (an output block written from grid points that differ a
 parallel dimension), ``uninitialized_read`` (an output block no grid point writes),
 ``revisit`` (an output block whose visits are not consecutive in the grid's row-major
 order), ``out_of_bounds`` (a block index outside its array) and ``input_mutation``
-(a kernel that writes into an un-aliased input left in HBM/ANY). An issue of kind
+(a kernel that writes into an un-aliased input left in HBM/ANY); aliasing.py adds
+``alias_hazard`` (an aliased input read after its elements were written back). An issue of kind
 ``skipped`` is not a finding: it says which part could not be checked and why.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from pallas_verify.aliasing import alias_hazards
 from pallas_verify.gridtrace import (
     BlockOperand,
     PallasCall,
@@ -52,7 +54,7 @@ class GridIssue:
 
     Attributes:
       kind: a finding kind (``race``, ``uninitialized_read``, ``revisit``,
-        ``out_of_bounds``, ``input_mutation``) or ``skipped``.
+        ``out_of_bounds``, ``input_mutation``, ``alias_hazard``) or ``skipped``.
       message: what is wrong and how to fix it, naming the operand, block and grid points.
       call: the kernel function's name inside the pallas_call.
       operand: e.g. ``"output 0"``; ``""`` when the issue concerns the whole call.
@@ -111,6 +113,7 @@ def check_call(call: PallasCall, *, max_points: int = DEFAULT_MAX_POINTS) -> lis
         issues.extend(_bounds_issues(call, operand, points, blocks))
         if operand.is_output:
             issues.extend(_output_issues(call, operand, points, blocks))
+    issues.extend(GridIssue(**vars(h)) for h in alias_hazards(call, points))
     return issues
 
 

@@ -52,6 +52,9 @@ class BlockOperand:
       element_dims: the block dims that index by element offsets or bounded slices
         (``pl.Element``, ``pl.BoundedSlice``, indirect), as text; the static check does
         not judge such windows (the dynamic searches do).
+      element_window: per dimension, the window size of a pl.Element dimension (whose
+        index map gives an element offset) and None for a block dimension; ``()`` when a
+        dimension is neither (its elements cannot be located statically).
     """
 
     name: str
@@ -63,6 +66,7 @@ class BlockOperand:
     windowed: bool
     index_map: Any
     element_dims: tuple[str, ...] = ()
+    element_window: tuple[int | None, ...] = ()
 
     @property
     def block_counts(self) -> tuple[int, ...]:
@@ -90,6 +94,8 @@ class PallasCall:
         their blocks that no grid point writes keep the input's values.
       produces: ``(kernel output index, call output index)`` pairs for the kernel's
         outputs this call produces directly (through jit and dtype casts).
+      aliases: ``(input index, output index)`` pairs of input_output_aliases (indices into
+        ``inputs`` and ``outputs``).
     """
 
     name: str
@@ -105,6 +111,7 @@ class PallasCall:
     mutated_inputs: tuple[int, ...]
     aliased_outputs: tuple[int, ...] = ()
     produces: tuple[tuple[int, int], ...] = ()
+    aliases: tuple[tuple[int, int], ...] = ()
 
     def output_for(self, kernel_output: int) -> BlockOperand | None:
         for k, c in self.produces:
@@ -237,6 +244,7 @@ def _pallas_call(eqn, args, position: int) -> PallasCall:
         skip_reason=_call_skip_reason(name, n_dyn, prefetch),
         mutated_inputs=_mutated_inputs(eqn, gm, ins),
         aliased_outputs=tuple(sorted(o for _, o in eqn.params.get("input_output_aliases", ()))),
+        aliases=tuple(sorted((i - gm.num_index_operands, o) for i, o in eqn.params.get("input_output_aliases", ()))),
     )
 
 
@@ -255,16 +263,19 @@ def _operand(bm, i: int, num_inputs: int) -> BlockOperand:
     is_output = i >= num_inputs
     index = i - num_inputs if is_output else i
     space = str(getattr(bm.transformed_block_aval, "memory_space", "default"))
-    sizes, windowed, element_dims = [], space not in _UNWINDOWED_SPACES, []
+    sizes, windowed, element_dims, elements = [], space not in _UNWINDOWED_SPACES, [], []
     for b in bm.block_shape:
         if isinstance(b, pl.Blocked):
             sizes.append(int(b.block_size))
+            elements.append(None)
         elif isinstance(b, pl.Squeezed) or b is None:
             sizes.append(1)
+            elements.append(None)
         else:  # Element, BoundedSlice, Indirect: windows at element offsets the kernel chooses
             sizes.append(int(getattr(b, "block_size", 1)))
             windowed = False
             element_dims.append(str(b))
+            elements.append(int(b.block_size) if isinstance(b, pl.Element) else _UNKNOWN)
     return BlockOperand(
         name=f"{'output' if is_output else 'input'} {index}",
         index=index,
@@ -275,6 +286,7 @@ def _operand(bm, i: int, num_inputs: int) -> BlockOperand:
         windowed=windowed,
         index_map=jex.core.ClosedJaxpr(bm.index_map_jaxpr, list(bm.index_map_jaxpr.consts)),
         element_dims=tuple(element_dims),
+        element_window=() if _UNKNOWN in elements else tuple(elements),
     )
 
 

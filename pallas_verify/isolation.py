@@ -21,6 +21,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from pallas_verify.case import Case, Outcome
+from pallas_verify.caselimit import IDLE_S, SAMPLE_S, CpuMeter
 
 __all__ = ["Worker", "shared_worker", "worker_env"]
 
@@ -59,8 +60,13 @@ class Worker:
         os.close(child_w)
         self._conn = _Duplex(parent_r, parent_w)
 
-    def run(self, spec_ref: str, case: Case, *, timeout_s: float | None = None) -> Outcome:
-        """Run ``case`` (its spec loaded from ``spec_ref``) in the worker."""
+    def run(self, spec_ref: str, case: Case, *, timeout_s: float | None = None,
+            idle_after_s: float | None = None) -> Outcome:
+        """Run ``case`` (its spec loaded from ``spec_ref``) in the worker.
+
+        The case is stopped at ``timeout_s``, or earlier when, past ``idle_after_s``, the
+        worker uses no CPU (a hang, not a slow computation; see caselimit.py).
+        """
         request = {
             "spec": spec_ref,
             "backend": case.backend,
@@ -69,9 +75,10 @@ class Worker:
             "mode": dict(case.mode),
             "transform": case.transform,
         }
-        return self.call(request, timeout_s=timeout_s)
+        return self.call(request, timeout_s=timeout_s, idle_after_s=idle_after_s)
 
-    def call(self, request: dict[str, Any], *, timeout_s: float | None = None) -> Any:
+    def call(self, request: dict[str, Any], *, timeout_s: float | None = None,
+             idle_after_s: float | None = None) -> Any:
         """Send one request (a case to run, or a ``task`` such as the static check) and
         return the worker's answer, or an Outcome saying it timed out or crashed."""
         if self._proc is None or self._proc.poll() is not None:
@@ -84,12 +91,35 @@ class Worker:
         limit = self.timeout_s if timeout_s is None else timeout_s
         try:
             self._conn.send(request)
-            if self._conn.poll(limit):
+            idle = self._await(start, limit, limit if idle_after_s is None else min(limit, idle_after_s))
+            if idle is None:
                 return self._conn.recv()
         except (EOFError, OSError, BrokenPipeError):
             return Outcome(crashed=self._death(), seconds=time.perf_counter() - start)
         self.close()
-        return Outcome(timed_out=True, seconds=time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        why = (f"its worker process used no CPU for {idle:.1f} s past the idle limit"
+               if idle else f"it reached the time limit of {limit:g} s")
+        return Outcome(timed_out=True, seconds=seconds, diagnostics=why)
+
+    def _await(self, start: float, limit: float, idle_after: float) -> float | None:
+        """Wait for the answer: None once it is there, else the seconds the worker was
+        seen idle past ``idle_after`` (0.0 when it reached ``limit`` busy)."""
+        assert self._conn is not None
+        assert self._proc is not None
+        meter = CpuMeter(self._proc.pid)
+        if self._conn.poll(max(0.0, min(limit, idle_after) - (time.perf_counter() - start))):
+            return None
+        idle = 0.0
+        while (left := limit - (time.perf_counter() - start)) > 0:
+            sample = min(SAMPLE_S, left)
+            before = meter.seconds()
+            if self._conn.poll(sample):
+                return None
+            idle = idle + sample if meter.idle(before, sample) else 0.0
+            if idle >= IDLE_S:
+                return idle
+        return 0.0
 
     def _death(self) -> str:
         assert self._proc is not None

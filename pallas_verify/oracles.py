@@ -28,6 +28,7 @@ __all__ = [
 
 # What an interpreter's error says -> the finding kind it is. First match wins.
 ERROR_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"DEADLOCK DETECTED"), "deadlock"),
     (re.compile(r"RACE DETECTED"), "race"),
     (re.compile(r"Out-of-bounds|Out of bound|out of bounds", re.IGNORECASE), "out_of_bounds"),
     (re.compile(r"Revisited block"), "revisit"),
@@ -65,7 +66,8 @@ def outcome_findings(
     if outcome.crashed:
         return [_finding(case, "crash", outcome.crashed)]
     if outcome.timed_out:
-        return [_finding(case, "timeout", f"the case did not finish within its time limit ({outcome.seconds:.0f} s): "
+        why = f"; {outcome.diagnostics}" if outcome.diagnostics else ""
+        return [_finding(case, "timeout", f"the case did not finish (stopped after {outcome.seconds:.1f} s{why}): "
                          "a deadlock (e.g. a semaphore wait never signalled) or an endless loop")]
     found = []
     if outcome.error is not None:

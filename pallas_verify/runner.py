@@ -15,6 +15,7 @@ from pallas_verify import _jax_compat, oracles, transforms
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.execute import config_key
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
+from pallas_verify.caselimit import CaseLimit
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.findings import Finding
 from pallas_verify.isolation import Worker, shared_worker
@@ -91,6 +92,7 @@ class Runner:
         self._expected: collections.OrderedDict[str, Any] = collections.OrderedDict()
         self._outputs: dict[str, dict[str, tuple[np.ndarray, ...]]] = {}
         self._workers: dict[str, Worker] = {}
+        self.limit = CaseLimit(ceiling=self.timeout_s)
 
     def __enter__(self) -> Runner:
         return self
@@ -125,7 +127,11 @@ class Runner:
             worker = self._workers.setdefault(case.backend, Worker(timeout_s=self.timeout_s))
         else:  # interpreters: one long-lived process for every spec and backend
             worker = shared_worker("interpreters")
-        return worker.run(self.spec_ref, case, timeout_s=self.timeout_s)
+        outcome = worker.run(self.spec_ref, case, timeout_s=self.timeout_s, idle_after_s=self.limit.idle_after())
+        if outcome.timed_out:
+            return dataclasses.replace(outcome, diagnostics=f"{outcome.diagnostics} ({self.limit.describe()})")
+        self.limit.record(outcome.seconds, finished=outcome.crashed is None)
+        return outcome
 
     def expected(self, config: Mapping[str, Any], inputs: Sequence[np.ndarray], key: str,
                  transform: str | None = None) -> Any:

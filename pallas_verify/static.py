@@ -96,7 +96,8 @@ def static_check(spec: KernelSpec, config: Mapping[str, Any], inputs: Sequence[n
     answer = _run("static", spec, spec_ref, worker, timeout_s, config=dict(config), inputs=tuple(inputs))
     if isinstance(answer, Outcome):
         return StaticResult(findings=[_failure(spec, config, answer)], notes=[])
-    findings = [Finding(kind=i.kind, kernel=spec.name, backend="static", message=i.message, config=dict(config))
+    findings = [Finding(kind=i.kind, kernel=spec.name, backend="static", message=i.message, config=dict(config),
+                        evidence={"call": i.call, "operand": i.operand, "block": i.block, "grid_points": i.grid_points})
                 for i in answer if i.is_finding]
     return StaticResult(findings=findings, notes=[i.message for i in answer if not i.is_finding])
 

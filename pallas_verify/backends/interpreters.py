@@ -61,7 +61,7 @@ class TpuInterpret:
         from jax.experimental.pallas import tpu as pltpu
 
         params = pltpu.InterpretParams(**{"on_race": "warn", "buffer_bounds": "padded", **case.mode})
-        with _jax_compat.tpu_target():
+        with _jax_compat.tpu_target(), _jax_compat.deadlock_watch():  # a deadlock ends the run as `deadlock`
             return execute(case, params)
 
     def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:

@@ -209,7 +209,7 @@ MUTANTS = [
     Mutant(
         spec=deadlock_semaphore_spec,
         twin=semaphore_handshake_spec,
-        expects=("timeout",),
+        expects=("deadlock", "timeout"),
         bug="the kernel waits on a semaphore that nothing signals",
     ),
 ]

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import bare, baselines, cost, machine, overhead, run, sampling, table
+from benchmarks import bare, baselines, cost, deadlock, machine, overhead, run, sampling, table
 from reference_kernels.mutants import mutants
 
 
@@ -83,13 +83,26 @@ def test_table_renders_headlines_and_mutants() -> None:
 
 
 @pytest.mark.slow
+def test_deadlock_section_times_the_deadlock_finding() -> None:
+    result = deadlock.deadlock(only=("deadlock_semaphore",))
+    [(name, runs)] = result["per_mutant"].items()
+    assert name == "deadlock_semaphore"
+    assert set(runs) == set(deadlock.RUNS)
+    assert all(r["kind"] == "deadlock" and _positive(r["seconds"]) for r in runs.values())
+    assert result["deadlock_report_s"] == runs["tpu_interpret_alone"]["seconds"]
+    assert result["all_reported_as_deadlock"] is True
+    assert "seconds from search start to a deadlock finding" in table.render({**result, "deadlock": result})
+
+
+@pytest.mark.slow
 def test_tiny_run_writes_every_key(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     assert run.main(["--scale", "tiny", "--out", str(out)]) == 0
     results = json.loads(out.read_text())
     for key in ("overhead_ratio", "kill_rate", "kill_rate_hlo_grid", "kill_rate_hlo_random", "kill_rate_tpu_default",
                 "detect_ratio_vs_best_baseline", "compiles_per_100_search_examples",
-                "compiles_per_100_shrink_examples", "examples_per_s", "recommended_max_grid_points", "machine"):
+                "compiles_per_100_shrink_examples", "examples_per_s", "recommended_max_grid_points", "machine",
+                "deadlock_report_s"):
         assert key in results, key
     assert _positive(results["overhead_ratio"])
     assert _positive(results["detect_ratio_vs_best_baseline"])

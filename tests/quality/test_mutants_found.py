@@ -33,8 +33,9 @@ GRAD_BACKENDS = ("interpret",)
 MAX_EXAMPLES = 10
 # A correct twin runs its whole budget (4 interpreter runs per TPU interpret example).
 TWIN_EXAMPLES = 4
-# A deadlocked semaphore wait only ends when the worker process is killed: this is the
-# time limit of one case, including the worker's start.
+# The ceiling of one case, including the worker's start. A semaphore deadlock in TPU
+# interpret mode is reported as `deadlock` in about a second; other hangs end at the
+# adaptive idle limit (caselimit.py) or here.
 TIMEOUT_S = 20.0
 
 MUTANTS = mutants()
