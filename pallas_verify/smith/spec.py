@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from pallas_verify.smith.source import compile_program, program_source
 from pallas_verify.spec import KernelSpec
-from strategies.programs import pallas_programs, program_inputs
+from strategies.programs import SKELETONS, pallas_programs, program_inputs
 
 __all__ = ["DRAWN", "SPEC", "generated_spec"]
 
@@ -40,9 +40,10 @@ def _inputs(config: dict[str, Any]) -> st.SearchStrategy[tuple[Any, ...]]:
     return program_inputs(config["program"])
 
 
-def generated_spec(*, name: str = "smith", max_grid_points: int = 8, max_depth: int = 3) -> KernelSpec:
+def generated_spec(*, name: str = "smith", skeletons: tuple[str, ...] = SKELETONS, max_grid_points: int = 8,
+                   max_depth: int = 3) -> KernelSpec:
     """A KernelSpec whose configs are whole generated programs (see the module docstring)."""
-    programs = pallas_programs(max_grid_points=max_grid_points, max_depth=max_depth)
+    programs = pallas_programs(skeletons=skeletons, max_grid_points=max_grid_points, max_depth=max_depth)
     return KernelSpec(name=name, kernel=_kernel, reference=_reference, configs=programs.map(_remember),
                       inputs=_inputs, platforms=("tpu",), features=("generated",),
                       bitwise_stable=False)  # reductions and dots may be reassociated per backend
