@@ -54,6 +54,8 @@ def _conformance_parser(sub: argparse._SubParsersAction) -> None:
         cmd.add_argument("--max-examples", type=int, default=3, metavar="N")
         cmd.add_argument("--profile", default="ci", help="Hypothesis profile: dev, ci or nightly")
         cmd.add_argument("--out", default=out, metavar="DIR")
+        cmd.add_argument("--generated", default="0", metavar="BUDGET",
+                         help="add a 'generated programs' row: a smith campaign of this budget, e.g. 5m (default 0: none)")
 
 
 def _fuzz_parser(sub: argparse._SubParsersAction) -> None:
@@ -147,11 +149,13 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     from pallas_verify.conformance import bundled_specs, ensure_host_devices, run_conformance
 
     ensure_host_devices()  # before jax is imported: multi-device kernels run, not skip
+    from pallas_verify.fuzz import parse_budget
     from pallas_verify.render import write_reports
     from pallas_verify.summary import print_summary
 
+    generated_s = 0.0 if args.generated.strip() in ("0", "") else parse_budget(args.generated)
     report = run_conformance(bundled_specs(args.kernels), backends=args.backends, max_examples=args.max_examples,
-                             profile=args.profile, out_dir=args.out)
+                             profile=args.profile, out_dir=args.out, generated_s=generated_s)
     print_summary(report)
     paths = write_reports(report, args.out, formats=("json", "md", "html", "xml"))
     print("reports: " + ", ".join(str(p) for p in paths.values()))

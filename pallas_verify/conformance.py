@@ -70,8 +70,11 @@ def run_conformance(
     profile: str = "ci",
     out_dir: str | Path = "pv-out/conformance",
     progress: Callable[[str], Any] = print,
+    generated_s: float = 0.0,
 ) -> Report:
-    """Verify each spec on each backend; the Report's results are the matrix."""
+    """Verify each spec on each backend; the Report's results are the matrix. With
+    ``generated_s`` > 0, a smith campaign of that many seconds adds the "generated
+    programs" row (programs run, pass, divergences per TPU-capable backend)."""
     from pallas_verify.backends import registry
     from pallas_verify.engine import verify
 
@@ -89,8 +92,20 @@ def run_conformance(
         report.merge(part)
         cells = ", ".join(f"{cell_key(r)}={r.status}" for r in part.results)
         progress(f"{spec.name}: {cells}")
+    if generated_s > 0:
+        report.merge(_generated_row(names, generated_s, Path(out_dir) / "generated", progress))
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _generated_row(names: Sequence[str], budget_s: float, out_dir: Path, progress: Callable[[str], Any]) -> Report:
+    from pallas_verify.backends import registry
+    from pallas_verify.smith.campaign import GENERATED, SmithOptions, conformance_rows, smith
+
+    tpu = tuple(n for n in names if "tpu" in registry.get(n).platforms and registry.get(n).available() is None)
+    part = conformance_rows(smith(SmithOptions(backends=tpu, budget_s=budget_s, out_dir=out_dir)))
+    progress(f"{GENERATED}: " + ", ".join(f"{cell_key(r)}={r.status} ({r.reason})" for r in part.results))
+    return part
 
 
 def _kernel_entry(spec: KernelSpec) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from pallas_verify.errors import InvalidArgument
 from pallas_verify.findings import Finding
 from pallas_verify.report import BackendResult, Report, write_atomic
 
-__all__ = ["GENERATED", "NOT_SUPPORTED", "SmithOptions", "SmithRun", "smith"]
+__all__ = ["GENERATED", "NOT_SUPPORTED", "SmithOptions", "SmithRun", "conformance_rows", "smith"]
 
 # A compiler message that declines a program cleanly (coverage, not a finding).
 NOT_SUPPORTED = re.compile(r"not (yet )?supported|unsupported|not implemented|NotImplementedError", re.IGNORECASE)
@@ -220,3 +220,15 @@ def _write(run: SmithRun, out_dir: Path) -> dict[str, Path]:
     paths["json"] = write_atomic(out_dir / "report.json", json.dumps(run.to_dict(), indent=2) + "\n")
     paths["upstream"] = write_upstream_findings(run.report.findings, out_dir / "upstream-findings.md")
     return paths
+
+
+def conformance_rows(run: SmithRun) -> Report:
+    """The campaign as the conformance matrix's "generated programs" row: per backend,
+    programs run, pass/fail and the divergences (findings) it showed."""
+    rows = []
+    for cell in run.report.results:
+        found = [f for f in run.report.findings if f.backend == cell.backend]
+        reason = f"{cell.examples} programs, {len(found)} divergences" + (f" ({cell.reason})" if cell.reason else "")
+        rows.append(dataclasses.replace(cell, status="fail" if found else cell.status, reason=reason))
+    return Report(kernels=list(run.report.kernels), backends=list(run.report.backends), findings=list(run.report.findings),
+                  results=rows, seconds=run.report.seconds)
