@@ -102,7 +102,10 @@ def _map(draw: st.DrawFn, budget: int, depth: int) -> Program:
     iotas = [("iota", a) for a in range(rank)]
     outputs = tuple((shape, d, draw(expressions(dtype=_work(d), inputs=in_dtypes, leaves=iotas, max_depth=depth)))
                     for d in out_dtypes)
-    alias = roles[0] == ("identity",) and in_dtypes[0] == out_dtypes[0] and draw(st.booleans())
+    # TPU interpret mode (JAX 0.12) cannot alias an array that is not a whole number of
+    # blocks (docs/upstream-findings.md): aliases only where the blocks tile the array.
+    exact = all(n % b == 0 for n, b in zip(shape, block, strict=True))
+    alias = exact and roles[0] == ("identity",) and in_dtypes[0] == out_dtypes[0] and draw(st.booleans())
     return {**_common(draw, "map", rank), "shape": shape, "block": block, "grid": grid, "layout": layout,
             "inputs": tuple((role_shape(r, shape, block, grid), d, r) for r, d in zip(roles, in_dtypes, strict=True)),
             "outputs": outputs, "alias": alias}
