@@ -145,6 +145,10 @@ _LIMITATIONS = (
      "GPU interpret mode (JAX 0.12) cannot run jax.vmap of a pallas_call: pallas_call's "
      "batching rule rejects the kernel_arg_transforms parameter that GPU interpret mode "
      "sets (TypeError); vmap is checked on interpret"),
+    ("tpu_interpret", None, "doesn't match function result type",
+     "TPU interpret mode (JAX 0.12) cannot run input_output_aliases on an array that is not a "
+     "whole number of blocks: it pads the aliased buffer to the blocks and fails MLIR "
+     "verification (docs/upstream-findings.md); the HLO interpreter runs it"),
 )
 
 
