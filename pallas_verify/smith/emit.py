@@ -10,7 +10,17 @@ from typing import Any
 
 from strategies._expressions import expression_dtype
 
-__all__ = ["HEADER", "expression_source", "kernel_source", "leaf_names", "out_source", "uses"]
+__all__ = [
+    "EXACT_DOT",
+    "EXACT_SUM",
+    "HEADER",
+    "exact_source",
+    "expression_source",
+    "kernel_source",
+    "leaf_names",
+    "out_source",
+    "uses",
+]
 
 HEADER = """import jax
 import jax.numpy as jnp
@@ -62,6 +72,16 @@ def uses(expr: tuple, head: str) -> set[Any]:
     if expr[0] == head:
         return {expr[1] if len(expr) > 1 else None}
     return set().union(*(uses(e, head) for e in expr[1:] if isinstance(e, tuple)))
+
+
+def exact_source(value: str, step: int, bound: int) -> str:
+    """``value`` rounded to multiples of 1/step within [-bound, bound]: sums and dots of such
+    values are exact in float32 in any order (the bounds keep them under 2**24 steps), so a
+    backend that accumulates in another order must still agree with the reference."""
+    return f"jnp.clip(jnp.round({value} * {step}) / {step}, -{bound}, {bound})"
+
+
+EXACT_SUM, EXACT_DOT = (64, 64), (8, 8)
 
 
 def out_source(value: str, dtype: str, shape: Sequence[int]) -> str:
@@ -152,6 +172,8 @@ def _reduce_body(program: Program) -> list[str]:
     used = uses(expr, "iota") | ({rank - 1} if program["skeleton"] == "accumulate" else set())
     lines += _iota_lines(program, used, block, [f"g{a} * {block[a]} + " for a in range(rank)])
     value = f"jnp.broadcast_to(lax.convert_element_type({expression_source(expr, leaf_names(program, rank))}, jnp.{work}), {tuple(block)})"
+    if op == "sum" and work == "float32":
+        value = exact_source(value, *EXACT_SUM)
     post_src = _UNARY[post] if post else "{}"
     if program["skeleton"] == "reduce":
         reduced = f"{_REDUCE[op]}({value}, axis={axis}, keepdims=True)"
@@ -177,7 +199,7 @@ def _matmul_body(program: Program) -> list[str]:
         f"    acc_ref[...] = jnp.zeros({(bm, bn)}, jnp.float32)",
         f"cols = g2 * {bk} + lax.broadcasted_iota(jnp.int32, {(bm, bk)}, 1)",
         f"rows = g2 * {bk} + lax.broadcasted_iota(jnp.int32, {(bk, bn)}, 0)",
-        "x = x0_ref[...]", "y = x1_ref[...]",
+        f"x = {exact_source('x0_ref[...]', *EXACT_DOT)}", f"y = {exact_source('x1_ref[...]', *EXACT_DOT)}",
         f"x = jnp.where(cols < {k}, x, jnp.zeros_like(x))", f"y = jnp.where(rows < {k}, y, jnp.zeros_like(y))",
         "acc_ref[...] += jnp.dot(x, y, preferred_element_type=jnp.float32)",
         f"@pl.when(g2 == {program['grid'][2] - 1})", "def _finalize():",

@@ -15,7 +15,10 @@ from typing import Any
 from pallas_verify.smith.emit import (
     _REDUCE,
     _UNARY,
+    EXACT_DOT,
+    EXACT_SUM,
     HEADER,
+    exact_source,
     expression_source,
     kernel_source,
     leaf_names,
@@ -48,7 +51,8 @@ def _view(k: int, shape: tuple[int, ...], role: tuple, program: Program) -> str:
 def _reference_lines(program: Program) -> list[str]:
     skeleton, shape = program["skeleton"], tuple(program["shape"])
     if skeleton == "matmul":
-        return [f"return (jnp.dot(x0, x1, preferred_element_type=jnp.float32).astype(jnp.{program['outputs'][0][1]}),)"]
+        x, y = exact_source("x0", *EXACT_DOT), exact_source("x1", *EXACT_DOT)
+        return [f"return (jnp.dot({x}, {y}, preferred_element_type=jnp.float32).astype(jnp.{program['outputs'][0][1]}),)"]
     lines = [_view(k, tuple(s), role, program) for k, (s, _, role) in enumerate(program["inputs"])]
     used = set().union(*(uses(e, "iota") for _, _, e in program["outputs"]))
     smem = program.get("smem", False)
@@ -60,6 +64,7 @@ def _reference_lines(program: Program) -> list[str]:
         op, axis, work, post = program["reduce"]
         _, out_dtype, expr = program["outputs"][0]
         value = f"jnp.broadcast_to(lax.convert_element_type({expression_source(expr, names)}, jnp.{work}), {shape})"
+        value = exact_source(value, *EXACT_SUM) if op == "sum" and work == "float32" else value
         reduced = f"{_REDUCE[op]}({value}, axis={axis}, keepdims=True)"
         reduced = _UNARY[post].format(reduced) if post else reduced
         return [*lines, f"return (lax.convert_element_type({reduced}, jnp.{out_dtype}),)"]
