@@ -28,7 +28,18 @@ def _parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="re-run every finding of a JSON report through its reproducer")
     replay.add_argument("report", metavar="REPORT.json")
     _conformance_parser(sub)
+    _smith_parser(sub)
     return parser
+
+
+def _smith_parser(sub: argparse._SubParsersAction) -> None:
+    cmd = sub.add_parser("smith", help="run random generated Pallas programs through every backend (conformance)")
+    cmd.add_argument("--backends", default=None, help="comma-separated backend names (default: all available for TPU)")
+    cmd.add_argument("--budget", default="30m", help="wall-time budget, e.g. 90s, 30m, 1h30m (default 30m)")
+    cmd.add_argument("--out", default="pv-smith", metavar="DIR", help="reports and reproducers go here")
+    cmd.add_argument("--seed", type=int, default=None)
+    cmd.add_argument("--slice-examples", type=int, default=10, metavar="N", help="programs per slice (default 10)")
+    cmd.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="per-case time limit")
 
 
 def _conformance_parser(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +55,8 @@ def _conformance_parser(sub: argparse._SubParsersAction) -> None:
         cmd.add_argument("--max-examples", type=int, default=3, metavar="N")
         cmd.add_argument("--profile", default="ci", help="Hypothesis profile: dev, ci or nightly")
         cmd.add_argument("--out", default=out, metavar="DIR")
+        cmd.add_argument("--generated", default="0", metavar="BUDGET",
+                         help="add a 'generated programs' row: a smith campaign of this budget, e.g. 5m (default 0: none)")
 
 
 def _fuzz_parser(sub: argparse._SubParsersAction) -> None:
@@ -100,6 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
+def _backend_names(args: argparse.Namespace) -> tuple[str, ...] | None:
+    return tuple(b for b in args.backends.split(",") if b) if args.backends else None
+
+
 def _cmd_backends(args: argparse.Namespace) -> int:
     from pallas_verify.backends import registry
 
@@ -152,7 +169,7 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
 
     from pallas_verify.fuzz import FuzzOptions, fuzz, parse_budget
 
-    backends = tuple(b for b in args.backends.split(",") if b) if args.backends else None
+    backends = _backend_names(args)
     options = FuzzOptions(targets=tuple(args.targets), kernels=args.kernels, backends=backends,
                           budget_s=parse_budget(args.budget), out_dir=Path(args.out), workers=args.workers,
                           seed=args.seed, slice_examples=args.slice_examples, timeout_s=args.timeout,
@@ -171,19 +188,33 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     from pallas_verify.conformance import bundled_specs, ensure_host_devices, run_conformance
 
     ensure_host_devices()  # before jax is imported: multi-device kernels run, not skip
+    from pallas_verify.fuzz import parse_budget
     from pallas_verify.render import write_reports
     from pallas_verify.summary import print_matrix
 
+    generated_s = 0.0 if args.generated.strip() in ("0", "") else parse_budget(args.generated)
     report = run_conformance(bundled_specs(args.kernels), backends=args.backends, max_examples=args.max_examples,
-                             profile=args.profile, out_dir=args.out)
+                             profile=args.profile, out_dir=args.out, generated_s=generated_s)
     print_matrix(report)
     paths = write_reports(report, args.out, formats=("json", "md", "html", "xml"))
     print("reports: " + ", ".join(str(p) for p in paths.values()))
     return EXIT_FINDINGS if report.findings else EXIT_CLEAN
 
 
+def _cmd_smith(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pallas_verify.fuzz import parse_budget
+    from pallas_verify.smith.campaign import SmithOptions, smith
+
+    backends = _backend_names(args)
+    run = smith(SmithOptions(backends=backends, budget_s=parse_budget(args.budget), out_dir=Path(args.out),
+                             seed=args.seed, slice_examples=args.slice_examples, timeout_s=args.timeout))
+    return EXIT_FINDINGS if run.report.findings else EXIT_CLEAN
+
+
 _COMMANDS = {"verify": _cmd_verify, "backends": _cmd_backends, "fuzz": _cmd_fuzz, "replay": _cmd_replay,
-             "conformance": _cmd_conformance, "demo": _cmd_conformance}
+             "conformance": _cmd_conformance, "demo": _cmd_conformance, "smith": _cmd_smith}
 
 if __name__ == "__main__":
     raise SystemExit(main())

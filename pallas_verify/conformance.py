@@ -16,7 +16,7 @@ from typing import Any
 
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.matrix import tally
-from pallas_verify.report import BackendResult, Report
+from pallas_verify.report import BackendResult, Report, cell_key
 from pallas_verify.spec import KernelSpec
 
 __all__ = ["DEMO_KERNELS", "HOST_DEVICES", "bundled_specs", "ensure_host_devices", "run_conformance"]
@@ -71,8 +71,11 @@ def run_conformance(
     profile: str = "ci",
     out_dir: str | Path = "pv-out/conformance",
     progress: Callable[[str], Any] = print,
+    generated_s: float = 0.0,
 ) -> Report:
-    """Verify each spec on each backend; the Report's results are the matrix."""
+    """Verify each spec on each backend; the Report's results are the matrix. With
+    ``generated_s`` > 0, a smith campaign of that many seconds adds the "generated
+    programs" row (programs run, pass, divergences per TPU-capable backend)."""
     from pallas_verify.backends import registry
     from pallas_verify.engine import verify
 
@@ -89,8 +92,20 @@ def run_conformance(
             part = verify(spec, names, max_examples, profile=profile, out_dir=Path(out_dir) / "repro")
         report.merge(part)
         progress(f"[{done}/{len(specs)}] {spec.name}: {tally(part.results)}")
+    if generated_s > 0:
+        report.merge(_generated_row(names, generated_s, Path(out_dir) / "generated", progress))
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _generated_row(names: Sequence[str], budget_s: float, out_dir: Path, progress: Callable[[str], Any]) -> Report:
+    from pallas_verify.backends import registry
+    from pallas_verify.smith.campaign import GENERATED, SmithOptions, conformance_rows, smith
+
+    tpu = tuple(n for n in names if "tpu" in registry.get(n).platforms and registry.get(n).available() is None)
+    part = conformance_rows(smith(SmithOptions(backends=tpu, budget_s=budget_s, out_dir=out_dir)))
+    progress(f"{GENERATED}: " + ", ".join(f"{cell_key(r)}={r.status} ({r.reason})" for r in part.results))
+    return part
 
 
 def _kernel_entry(spec: KernelSpec) -> dict[str, Any]:

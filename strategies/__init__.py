@@ -1,4 +1,5 @@
-"""Hypothesis strategies for Pallas kernels: sizes, blocks, grids, semantics, modes, arrays.
+"""Hypothesis strategies for Pallas kernels: sizes, blocks, grids, semantics, modes, arrays,
+and whole random Pallas programs (``pallas_programs``).
 
 Every strategy is valid by construction and shrinks toward the simplest case (one block,
 full-array blocks, float32, small values, no raggedness); each docstring says how.
@@ -31,6 +32,10 @@ from strategies.modes import literal_choices as literal_choices
 from strategies.modes import make_interpret_params as make_interpret_params
 from strategies.modes import tpu_interpret_modes as tpu_interpret_modes
 from strategies.modes import tpu_interpret_params as tpu_interpret_params
+from strategies.programs import SKELETONS as SKELETONS
+from strategies.programs import pallas_programs as pallas_programs
+from strategies.programs import program_inputs as program_inputs
+from strategies.programs import program_productions as program_productions
 from strategies.semantics import SEMANTICS as SEMANTICS
 from strategies.semantics import dimension_semantics as dimension_semantics
 from strategies.semantics import unsafe_dimension_semantics as unsafe_dimension_semantics
@@ -47,6 +52,7 @@ __all__ = [
     "LAYOUTS",
     "RAGGED_KINDS",
     "SEMANTICS",
+    "SKELETONS",
     "TPU_LANES",
     "TPU_RANK1_CHUNK",
     "TRITON_MAX_BLOCK_ELEMENTS",
@@ -68,7 +74,10 @@ __all__ = [
     "literal_choices",
     "make_interpret_params",
     "mosaic_gpu_block_shapes",
+    "pallas_programs",
     "preferred_sublane_tile",
+    "program_inputs",
+    "program_productions",
     "ragged_sizes",
     "tiled_configs",
     "tpu_block_shapes",

@@ -23,11 +23,13 @@ STRATEGIES = {
     "dtypes": pvs.dtypes(fp8=True),
     "arrays": pvs.arrays(shape=(512, 512), dtype="float32"),
     "tiled_configs": pvs.tiled_configs(axes={"m": "sublane", "n": "lane", "k": "lane"}),
+    "pallas_programs": pvs.pallas_programs(),
+    "program_inputs": pvs.program_inputs({"inputs": (((9, 300), "bfloat16", ("identity",)), ((1,), "int32", ("any",)))}),
 }
 
 
 HELPERS = {"cdiv_grid", "edge_values", "literal_choices", "make_interpret_params"}
-HELPERS |= {"preferred_sublane_tile"}
+HELPERS |= {"preferred_sublane_tile", "program_productions"}
 
 
 def test_every_public_strategy_is_listed():

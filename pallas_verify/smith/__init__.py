@@ -1,0 +1,1 @@
+"""smith: random Pallas programs with derived references, run through every backend."""

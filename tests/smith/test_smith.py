@@ -1,0 +1,118 @@
+"""smith: generated programs judged by verify's engine, the campaign, reports, reproducers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pallas_verify.cli import main
+from pallas_verify.engine import verify
+from pallas_verify.findings import Finding
+from pallas_verify.report import Report
+from pallas_verify.smith.campaign import GENERATED, SmithRun, _absorb
+from pallas_verify.smith.repro import write_smith_reproducer
+from pallas_verify.smith.spec import generated_spec
+from strategies.programs import SKELETONS
+
+from ._mutants import planted
+
+_IDENTITY = {"skeleton": "map", "semantics": ("arbitrary",), "vmem_limit": None, "shape": (300,), "block": (256,),
+             "grid": (2,), "layout": "row_major", "inputs": (((300,), "float32", ("identity",)),),
+             "outputs": (((300,), "float32", ("un", "tanh", ("in", 0))),), "alias": False}
+
+
+def test_map_programs_pass_on_the_hlo_interpreter() -> None:
+    report = verify(generated_spec(skeletons=("map",)), ["interpret"], 6, 0, isolate="never", static=False)
+    assert report.findings == []
+    assert [(r.backend, r.status) for r in report.results] == [("interpret", "pass")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("skeleton", SKELETONS)
+def test_every_skeleton_matches_its_reference_on_both_interpreters(skeleton: str, tmp_path: Path) -> None:
+    spec = generated_spec(skeletons=(skeleton,), max_grid_points=4)
+    report = verify(spec, ["interpret", "tpu_interpret"], 3, 1, isolate="never", out_dir=tmp_path)
+    assert [f.message for f in report.findings] == []
+    assert {r.status for r in report.results} == {"pass"}
+
+
+@pytest.mark.slow
+def test_a_planted_interpreter_bug_is_found_and_shrunk(tmp_path: Path) -> None:
+    spec = generated_spec(skeletons=("accumulate",), max_grid_points=4)
+    with planted("iota_wrong_axis_rank3"):
+        report = verify(spec, ["interpret"], 30, 0, isolate="never", static=False, out_dir=tmp_path,
+                        shrink_budget_s=30)
+    found = [f for f in report.findings if f.kind == "mismatch"]
+    assert found, [f.message for f in report.findings]
+    program = found[0].config["program"]
+    assert len(program["shape"]) == 3  # the bug is in rank-3 iotas: the program stays rank 3
+    assert program["reduce"][3] is None  # shrunk: no post-op
+
+
+def _finding(kind: str, backend: str, message: str, **evidence: object) -> Finding:
+    return Finding(kind=kind, kernel="smith", backend=backend, message=message, config={"program": _IDENTITY},
+                   evidence=evidence)
+
+
+def test_not_supported_is_coverage_and_internal_errors_are_findings(tmp_path: Path) -> None:
+    run = SmithRun(report=Report())
+    part = Report(findings=[
+        _finding("compile_error", "mosaic_tpu:v5e", "NotImplementedError: Unsupported cast: int32 -> bf16"),
+        _finding("compile_error", "mosaic_tpu:v5e", "INTERNAL: Mosaic failed to compile TPU kernel: 12 != 13"),
+        _finding("compile_error", "mosaic_tpu:v5e", "INTERNAL: Mosaic failed to compile TPU kernel: 7 != 9"),
+        _finding("exception", "interpret", "ValueError: bad", error_type="ValueError"),
+    ])
+    new = _absorb(run, part, tmp_path, {"interpret"})
+    assert [f.kind for f in new] == ["compile_error", "exception"]  # the two internal errors share a signature
+    assert sum(run.not_supported.values()) == 1
+    assert run.rejected == 1
+    assert all(f.evidence["triage"].startswith("new: ") for f in new)
+    assert all(Path(f.reproducer).is_file() for f in new)
+
+
+def test_reproducer_is_readable_source_and_runs(tmp_path: Path) -> None:
+    engine_repro = tmp_path / "engine.py"
+    np.savez(engine_repro.with_suffix(".npz"), arg0=np.linspace(-1, 1, 300, dtype=np.float32))
+    finding = _finding("mismatch", "interpret", "outputs differ from the reference")
+    finding = write_smith_reproducer(Finding(**{**finding.__dict__, "reproducer": str(engine_repro)}), tmp_path,
+                                     "smith-mismatch")
+    text = Path(finding.reproducer).read_text()
+    assert "def kernel(x0):" in text and "def reference(x0):" in text and "jnp.tanh(v0)" in text
+    assert "pickle" not in text
+    done = subprocess.run([sys.executable, finding.reproducer], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr  # a correct backend: the mismatch does not reproduce
+    assert "no longer reproduces" in done.stdout
+
+
+def test_cli_writes_every_report(tmp_path: Path) -> None:
+    code = main(["smith", "--budget", "1s", "--backends", "interpret", "--out", str(tmp_path), "--seed", "0",
+                 "--slice-examples", "2"])
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert code == (1 if data["findings"] else 0)
+    assert {"programs", "validity", "coverage", "findings", "backends_run"} <= set(data)
+    assert data["programs"] >= 2 and 0.0 <= data["validity"] <= 1.0
+    assert any(k.startswith("skeleton:") for k in data["coverage"])
+    assert data["kernels"][0]["name"] == GENERATED
+    assert (tmp_path / "report.junit.xml").is_file() and (tmp_path / "report.html").is_file()
+
+
+def test_cli_rejects_a_bad_budget(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["smith", "--budget", "soon"]) == 2
+    assert "budget='soon'" in capsys.readouterr().err
+
+
+def test_conformance_matrix_gets_a_generated_programs_row(tmp_path: Path) -> None:
+    from pallas_verify.conformance import run_conformance
+
+    lines: list[str] = []
+    report = run_conformance([], backends="interpret", out_dir=tmp_path, progress=lines.append, generated_s=1.0)
+    rows = [r for r in report.results if r.kernel == GENERATED]
+    assert [r.backend for r in rows] == ["interpret"]
+    assert rows[0].examples >= 1 and rows[0].reason.startswith(f"{rows[0].examples} programs, ")
+    assert rows[0].status == ("fail" if report.findings else "pass")
+    assert lines and lines[-1].startswith(f"{GENERATED}: interpret=")
