@@ -1,5 +1,6 @@
 """KernelSpecs wrapping the TPU kernels shipped in ``jax.experimental.pallas.ops.tpu``:
-flash attention, matmul, megablox grouped matmul, paged attention and the example
+flash attention, matmul, megablox grouped matmul (gmm and its transposed tgmm), paged
+attention and the example
 ``double`` kernel. None of them
 passes ``interpret=`` on this path (gmm takes ``interpret=False`` as a default, which the
 forced mode overrides), so every interpreter is forced from outside."""
@@ -21,7 +22,7 @@ import strategies as pvs
 from reference_kernels._draw import normal, seeded, without
 
 __all__ = ["BACKWARD_BLOCKS", "TPU_DOUBLE", "TPU_FLASH_ATTENTION", "TPU_GMM", "TPU_MATMUL",
-           "TPU_PAGED_ATTENTION"]
+           "TPU_PAGED_ATTENTION", "TPU_TGMM"]
 
 
 #: Backward block sizes of ``fa.BlockSizes``: the dK/dV kernel's and the dQ kernel's.
@@ -139,6 +140,40 @@ TPU_GMM = pv.KernelSpec(
     configs=_gmm_configs(),
     inputs=_gmm_inputs,
     tolerance=pv.Tolerance(rtol=1e-5, atol=1e-4),
+    features=("matmul", "grouped", "scalar_prefetch", "ragged", "upstream"),
+    bitwise_stable=False,
+)
+
+
+def tgmm(lhs, rhs, group_sizes, *, tm, tk, tn):
+    return megablox.backend.tgmm(lhs, rhs, group_sizes, preferred_element_type=jnp.float32,
+                                 tiling=(tm, tk, tn))
+
+
+def tgmm_reference(lhs, rhs, group_sizes):
+    """Per group g: lhs[:, rows of g] @ rhs[rows of g, :] (zeros for an empty group)."""
+    ends = jnp.cumsum(group_sizes)
+    group = jnp.searchsorted(ends, jnp.arange(lhs.shape[1]), side="right")
+    member = group[None, :] == jnp.arange(group_sizes.shape[0])[:, None]  # (groups, m)
+    return jnp.einsum("km,gm,mn->gkn", lhs, member.astype(lhs.dtype), rhs)
+
+
+def _tgmm_inputs(config):
+    m, k, n, groups = config["m"], config["k"], config["n"], config["groups"]
+
+    def make(rng):
+        sizes = rng.multinomial(m, np.ones(groups) / groups).astype(np.int32)
+        return normal(rng, (k, m)), normal(rng, (m, n)), sizes
+
+    return seeded(make)
+
+
+TPU_TGMM = pv.KernelSpec(
+    name="upstream_tpu_tgmm",
+    kernel=without(tgmm, *_GMM_SIZES),
+    reference=without(tgmm_reference, *_GMM_SIZES, "tm", "tk", "tn"),
+    configs=_gmm_configs(),
+    inputs=_tgmm_inputs,
     features=("matmul", "grouped", "scalar_prefetch", "ragged", "upstream"),
     bitwise_stable=False,
 )

@@ -62,3 +62,29 @@ def test_upstream_declared_unsupported_really_fails(spec, interp):
     declared = set(re.findall(r"\b\w+Error\b", spec.unsupported_reason(interp.backend)))
     text = f"{failure.type.__name__}: {failure.value}"
     assert any(name in text for name in declared), (declared, text[:500])
+
+
+def _shipped_kernel_modules() -> set[str]:
+    """Modules of jax.experimental.pallas.ops that define a Pallas kernel, as "tpu.name"."""
+    import pathlib
+
+    import jax.experimental.pallas.ops as ops
+
+    root = pathlib.Path(ops.__file__).parent
+    return {".".join(path.relative_to(root).with_suffix("").parts)
+            for path in root.rglob("*.py")
+            if re.search(r"\bpallas_call\(|\bplgpu\.kernel\(|\bpl\.kernel\(", path.read_text())}
+
+
+def test_every_shipped_kernel_module_is_wrapped_or_explained():
+    import sys
+
+    from reference_kernels.upstream import NOT_WRAPPED
+
+    wrapped = {name.removeprefix("jax.experimental.pallas.ops.")
+               for name in sys.modules if name.startswith("jax.experimental.pallas.ops.")}
+    shipped = _shipped_kernel_modules()
+    assert len(shipped) >= 20
+    missing = shipped - wrapped - set(NOT_WRAPPED)
+    assert not missing, f"kernel modules neither wrapped nor in NOT_WRAPPED: {sorted(missing)}"
+    assert not set(NOT_WRAPPED) - shipped, "NOT_WRAPPED names a module jax no longer ships"
