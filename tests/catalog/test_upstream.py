@@ -4,7 +4,14 @@ interpreter of its platforms, and the interpreters declared unsupported really f
 from __future__ import annotations
 
 import pytest
-from catalog_interpreters import applicable, assert_matches, minimal_example, reference, run
+from catalog_interpreters import (
+    applicable,
+    assert_matches,
+    ground_truth,
+    minimal_example,
+    reference,
+    run,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +40,8 @@ def test_upstream_has_tpu_and_gpu_kernels():
 def test_upstream_kernel_matches_reference(spec, interp, data):
     config = data.draw(spec.configs, label="config")
     inputs = data.draw(spec.inputs(config), label="inputs")
-    assert_matches(spec, run(spec, interp, config, inputs), reference(spec, config, inputs))
+    assert_matches(spec, run(spec, interp, config, inputs), reference(spec, config, inputs),
+                   ground_truth(spec, config, inputs))
 
 
 @pytest.mark.parametrize(("spec", "interp"), _cases(supported=False))
