@@ -159,9 +159,9 @@ def _lift_bodies(name: str, params: Mapping[str, Any]) -> dict[str, Any]:
     """``params`` with every jaxpr-valued entry (scan/while body, cond branches) lifted."""
     from jax.extend.core import jaxprs_in_params
 
-    if name in _OPAQUE or not list(jaxprs_in_params(params)):
-        if name in _OPAQUE:
-            raise NoGroundTruth(f"the reference uses {name}, whose body cannot be evaluated in float64")
+    if name in _OPAQUE:
+        raise NoGroundTruth(f"the reference uses {name}, whose body cannot be evaluated in float64")
+    if not list(jaxprs_in_params(params)):
         return dict(params)
     lifted = {}
     for key, value in params.items():
@@ -180,8 +180,9 @@ _OPAQUE = ("pallas_call", "core_map", "shard_map", "custom_linear_solve", "custo
 
 
 def reduction_depth(jaxpr: Any) -> int:
-    """The largest number of terms rounded into one value along any chain, from the jaxpr:
-    dot contractions, sums and cumulative ops add up; a scan multiplies its body's depth."""
+    """How many terms the reference rounds into its outputs, from its jaxpr: the sizes of
+    every dot contraction, sum and cumulative op added up (a bound on the longest chain);
+    a loop body's depth counts times its length where the jaxpr says it (scan)."""
     from jax.extend.core import jaxprs_in_params
 
     total = 0

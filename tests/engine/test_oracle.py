@@ -220,3 +220,30 @@ def test_tolerance_override_needs_no_ground_truth(dtype):
     with Runner(spec, isolate="never") as runner:
         _, _, truth = runner.expected({}, (np.ones(4, dtype),), "k")
     assert truth is None
+
+
+@jax.custom_vjp
+def _clip_grad(x):
+    return x
+
+
+_clip_grad.defvjp(lambda x: (x, None), lambda _, g: (jnp.clip(g, -1, 1),))
+
+
+def _control_flow_reference(x):
+    y = jax.nn.relu(_clip_grad(x)).astype(jnp.float32)  # custom_jvp, custom_vjp
+    y = jax.lax.cond(y.sum() > 0, lambda v: v * 2.0, lambda v: v - 1.0, y)
+    carry, ys = jax.lax.scan(lambda c, v: (c + v, c * v), jnp.zeros((), jnp.float32), y)
+    return carry, ys
+
+
+def test_ground_truth_lifts_calls_and_control_flow():
+    x = RNG.standard_normal(64).astype(ml_dtypes.bfloat16)
+    truth = reference.ground_truth(_control_flow_reference, (x,))
+    assert truth.reason is None, truth.reason
+    y = np.maximum(x.astype(np.float64), 0)
+    y = y * 2.0 if y.sum() > 0 else y - 1.0
+    prefix = np.concatenate([[0.0], np.cumsum(y)[:-1]])
+    np.testing.assert_allclose(truth.outputs[0], y.sum(), rtol=1e-13)
+    np.testing.assert_allclose(truth.outputs[1], prefix * y, rtol=1e-13, atol=1e-13)
+    assert all(o.dtype == np.float64 for o in truth.outputs)
