@@ -7,6 +7,7 @@ module is the only one to update.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import re
 from collections.abc import Iterator
@@ -15,13 +16,23 @@ from typing import Any
 from pallas_verify.case import ErrorInfo
 
 __all__ = [
+    "GRIDLESS_KERNELS",
+    "LIMITATIONS",
     "RACE_LOGGERS",
+    "Limitation",
     "capture_logs",
     "error_info",
     "force_interpret",
+    "index_map_function",
     "reset_interpreters",
+    "tpu_target",
     "upstream_limitation",
+    "written_refs",
 ]
+
+# Primitives of kernels without a grid or BlockSpecs (pl.kernel over a mesh, core_map):
+# the static check names them as skipped rather than passing over them in silence.
+GRIDLESS_KERNELS = frozenset({"core_map", "mpmd_map"})
 
 # Loggers that report races with on_race="warn" (TPU and GPU interpret modes; a racing
 # write is reported through the ROOT logger, a racing read through the module's), and the
@@ -51,6 +62,59 @@ def force_interpret(params: Any) -> Iterator[None]:
         yield
     finally:
         config.pallas_tpu_interpret_mode_context_manager.set_local(prev)
+
+
+def index_map_function(closed: Any) -> Any:
+    """A pure function of ``(*grid_indices, *prefetch_values)`` for an index-map jaxpr.
+
+    Index maps read scalar-prefetch operands as SMEM refs, indexed with typed-int literals
+    (jax's splash attention); evaluating the stateful jaxpr under vmap fails (``Invalid
+    type of idxer: TypedInt``), so the refs are discharged into plain arrays first, as
+    Pallas's own interpreter does (``BlockMapping.compute_start_indices_interpret``).
+    The function returns the block indices followed by the (unchanged) prefetch values.
+    """
+    import jax.extend as jex
+    from jax._src.state import discharge
+
+    return jex.core.jaxpr_as_fun(discharge.discharge_state(closed, strip_memory_space=True))
+
+
+def written_refs(jaxpr: Any) -> list[Any]:
+    """The inputs (vars, or positions) of ``jaxpr`` that it writes or accumulates into."""
+    from jax._src.state import types as state_types
+
+    kinds = (state_types.WriteEffect, state_types.AccumEffect)
+    return [eff.input for eff in jaxpr.effects if isinstance(eff, kinds)]
+
+
+# The chip whose tiling TPU interpret mode pads buffers to under buffer_bounds="padded"
+# (every current TPU tiles 32-bit arrays in (8, 128) tiles).
+TPU_DEVICE_KIND = "TPU v5 lite"
+
+
+@contextlib.contextmanager
+def tpu_target(device_kind: str = TPU_DEVICE_KIND, num_cores: int = 1) -> Iterator[None]:
+    """Trace as for a TPU of ``device_kind``: what ``buffer_bounds="padded"`` needs to
+    compute each buffer's tiled (padded) shape on a machine without TPUs.
+
+    The documented route, ``use_abstract_mesh(AbstractMesh(..., abstract_device=...))``,
+    also replaces the context mesh, so a kernel inside ``shard_map`` over a concrete mesh
+    fails ("The context mesh ... should match the mesh passed to shard_map"). Only the
+    two device lookups of ``jax._src.tpu_info`` are redirected here; on a TPU host, or
+    under an abstract TPU device already, nothing changes.
+    """
+    from jax._src import tpu_info
+
+    saved = tpu_info.get_device_kind, tpu_info.get_num_device_cores
+    if tpu_info.chip_version_from_device_kind(saved[0]()) is not None:
+        yield
+        return
+    tpu_info.get_device_kind = lambda: device_kind
+    tpu_info.get_num_device_cores = lambda: num_cores
+    try:
+        yield
+    finally:
+        tpu_info.get_device_kind, tpu_info.get_num_device_cores = saved
 
 
 def reset_interpreters() -> None:
@@ -127,24 +191,62 @@ def _embedded_error(text: str) -> tuple[str, str] | None:
     return None
 
 
-# Known upstream (JAX 0.12) limitations: (backend, transform or None for any, a marker in
-# the error's text or traceback, the reason). A case that hits one is an "unsupported"
-# cell with the reason, never a finding and never a pass.
-_LIMITATIONS = (
-    ("gpu_interpret", None, "has_trivial_window()",
-     "GPU interpret mode runs pl.pallas_call only with whole-array blocks (JAX 0.12 asserts "
-     "BlockMapping.has_trivial_window); use plgpu.kernel, or run this kernel on "
-     "interpret/tpu_interpret"),
-    ("tpu_interpret", "vmap", "_get_randomized_grid_coordinates",
-     "TPU interpret mode (JAX 0.12) cannot run jax.vmap of a pallas_call that sets "
-     "dimension_semantics: vmap adds a grid dimension without a semantic and the "
-     "interpreter's grid randomisation zips the grid with the semantics (ValueError: "
-     "safe_zip length mismatch); vmap is checked on interpret and on mosaic_tpu, whose "
-     "lowering adds a 'parallel' semantic per vmapped dimension"),
-    ("gpu_interpret", "vmap", "unexpected keyword argument 'kernel_arg_transforms'",
-     "GPU interpret mode (JAX 0.12) cannot run jax.vmap of a pallas_call: pallas_call's "
-     "batching rule rejects the kernel_arg_transforms parameter that GPU interpret mode "
-     "sets (TypeError); vmap is checked on interpret"),
+JAX_VERSION_SEEN = "0.12.0.1"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Limitation:
+    """A known upstream failure: a case on ``backend`` (under ``transform``; None for any)
+    whose error's text or traceback holds every one of ``markers`` hit it, not the kernel.
+
+    Attributes:
+      backend: the backend's registry name.
+      transform: the transform it needs, or None when it shows with or without one.
+      markers: evidence copied from the real traceback; all must appear.
+      reason: what fails upstream and where the kernel can be checked instead.
+      jax_version: the JAX version it was reproduced on.
+    """
+
+    backend: str
+    transform: str | None
+    markers: tuple[str, ...]
+    reason: str
+    jax_version: str = JAX_VERSION_SEEN
+
+    def matches(self, where: str, *, backend: str, transform: str | None) -> bool:
+        return (backend == self.backend and self.transform in (None, transform)
+                and all(m in where for m in self.markers))
+
+
+# A case that hits one is an "unsupported" cell with the reason, never a finding and
+# never a pass.
+LIMITATIONS = (
+    Limitation(backend="gpu_interpret", transform=None, markers=("has_trivial_window()",), reason=(
+        "GPU interpret mode runs pl.pallas_call only with whole-array blocks (JAX asserts "
+        "BlockMapping.has_trivial_window); use plgpu.kernel, or run this kernel on interpret/tpu_interpret")),
+    Limitation(backend="tpu_interpret", transform="vmap", markers=("_get_randomized_grid_coordinates",), reason=(
+        "TPU interpret mode cannot run jax.vmap of a pallas_call that sets dimension_semantics: vmap adds a "
+        "grid dimension without a semantic and the interpreter's grid randomisation zips the grid with the "
+        "semantics (ValueError: safe_zip length mismatch); vmap is checked on interpret and on mosaic_tpu, "
+        "whose lowering adds a 'parallel' semantic per vmapped dimension")),
+    # Any vmapped pallas_call: the vmap transform, or jax.vmap inside the kernel (jax's GPU
+    # decode attention, paged attention, layer_norm and rms_norm vmap their pallas_calls).
+    Limitation(backend="gpu_interpret", transform=None,
+               markers=("unexpected keyword argument 'kernel_arg_transforms'", "batching_rule"), reason=(
+        "GPU interpret mode cannot run a vmapped pallas_call (the vmap transform, or jax.vmap inside the "
+        "kernel): pallas_call's batching rule rejects the kernel_arg_transforms parameter that GPU interpret "
+        "mode sets (TypeError); check the kernel on interpret")),
+    # jax.experimental.pallas.ops.tpu.ragged_paged_attention hits these two.
+    Limitation(backend="interpret", transform=None,
+               markers=("'TypedInt' object has no attribute 'shape'", "_swap_discharge_rule"), reason=(
+        "the HLO interpreter cannot discharge a store into a ref indexed with a typed-int constant "
+        "(AttributeError: 'TypedInt' object has no attribute 'shape' in pallas's _swap_discharge_rule; "
+        "jax's ragged paged attention hits it); check the kernel on mosaic_tpu")),
+    Limitation(backend="tpu_interpret", transform=None,
+               markers=("'ReshapeTransform' object has no attribute 'indices'", "to_range"), reason=(
+        "TPU interpret mode cannot read through a reshaped ref (AttributeError: 'ReshapeTransform' object "
+        "has no attribute 'indices' in the interpreter's to_range; jax's ragged paged attention hits it); "
+        "check the kernel on mosaic_tpu")),
 )
 
 
@@ -153,7 +255,7 @@ def upstream_limitation(error: ErrorInfo | None, *, backend: str, transform: str
     if error is None:
         return None
     where = error.traceback + error.message
-    for row_backend, row_transform, marker, reason in _LIMITATIONS:
-        if backend == row_backend and row_transform in (None, transform) and marker in where:
-            return reason
+    for row in LIMITATIONS:
+        if row.matches(where, backend=backend, transform=transform):
+            return f"{row.reason} (upstream limitation, reproduced on JAX {row.jax_version})"
     return None

@@ -25,6 +25,11 @@ def _serve(read_fd: int, write_fd: int) -> None:
         sys.path[:0] = missing
         try:
             spec = specs.get(request["spec"]) or specs.setdefault(request["spec"], load_spec(request["spec"]))
+            if "task" in request:  # tracing for the static check or blame (pallas_verify.static)
+                from pallas_verify.static import serve_task
+
+                outbox.send(serve_task(spec, request))
+                continue
             case = Case(
                 spec=spec,
                 config=request["config"],

@@ -31,7 +31,7 @@ from typing import Any, TextIO
 
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.findings import Finding
-from pallas_verify.fuzzdb import FailureDatabase, replay_script, signature
+from pallas_verify.fuzzdb import REPLAY_VERDICTS, FailureDatabase, replay_script, signature
 from pallas_verify.report import BackendResult, Report
 
 __all__ = ["FuzzOptions", "fuzz", "parse_budget"]
@@ -68,6 +68,8 @@ class FuzzOptions:
       seed: base seed; slice i searches with seed + i. None (default): a fresh one.
       slice_examples: examples per slice; default 5.
       timeout_s: per-case time limit; default 120.
+      shrink_budget_s: most seconds a slice spends shrinking a failure; default 60 (less
+        when the budget left is short).
     """
 
     targets: tuple[str, ...] = ()
@@ -79,6 +81,7 @@ class FuzzOptions:
     seed: int | None = None
     slice_examples: int = 5
     timeout_s: float = 120.0
+    shrink_budget_s: float = 60.0
 
     def __post_init__(self) -> None:
         for field in ("workers", "slice_examples"):
@@ -117,7 +120,7 @@ def _serve(conn: Connection) -> None:
 
 def _run_task(task: dict[str, Any]) -> dict[str, Any]:
     if task["kind"] == "replay":
-        return {"reproduces": replay_script(task["script"]) == 1}
+        return {"verdict": REPLAY_VERDICTS.get(replay_script(task["script"]), "cannot run")}
     from hypothesis.database import DirectoryBasedExampleDatabase
 
     from pallas_verify.engine import verify
@@ -290,7 +293,7 @@ class _Run:
         return {"kind": "slice", "ref": cell.ref, "backend": cell.backend, "cell": cell,
                 "max_examples": self.options.slice_examples, "seed": (self.seed + self.slices) % 2**32,
                 "static": cell.backend == first_backend, "timeout_s": self.options.timeout_s,
-                "shrink_s": max(5.0, min(60.0, remaining / 2)), "out_dir": str(out / "tmp" / f"s{self.slices}"),
+                "shrink_s": min(self.options.shrink_budget_s, max(5.0, min(60.0, remaining / 2))), "out_dir": str(out / "tmp" / f"s{self.slices}"),
                 "database": str(out / "hypothesis")}
 
     def absorb(self, task: dict[str, Any], result: dict[str, Any]) -> None:
@@ -322,7 +325,7 @@ class _Run:
             status = "fail" if "fail" in (old.status, r.status) else "pass"
             reasons = sorted(set(filter(None, (old.reason + ", " + r.reason).split(", "))))
             r = dataclasses.replace(r, status=status, reason=", ".join(reasons), examples=old.examples + r.examples,
-                                    seconds=old.seconds + r.seconds)
+                                    shrink_steps=old.shrink_steps + r.shrink_steps, seconds=old.seconds + r.seconds)
         self.done[(r.kernel, r.backend)] = r
 
     def _new(self, finding: Finding, *, replayed: bool = False) -> None:
@@ -339,12 +342,13 @@ class _Run:
 
     def _replayed(self, task: dict[str, Any], result: dict[str, Any]) -> None:
         entry = Path(task["entry"])
-        if "error" in result:
-            self.progress.note(f"replay of {entry.name} failed: {result['error']}")
+        if "error" in result or result["verdict"] == "cannot run":  # kept: nothing is known about it
+            why = result.get("error", "its case cannot run here (see the worker's output)")
+            self.progress.note(f"replay of {entry.name} could not run: {why}")
             return
         data = json.loads(entry.read_text())
         finding = Finding(**{k: v for k, v in data.items() if k in {f.name for f in dataclasses.fields(Finding)}})
-        if result["reproduces"]:
+        if result["verdict"] == "still reproduces":
             evidence = {**finding.evidence, "replayed_from": str(entry)}
             self._new(dataclasses.replace(finding, evidence=evidence), replayed=True)
             self._cell_result(_Cell(ref="", kernel=finding.kernel, backend=finding.backend), BackendResult(

@@ -38,6 +38,7 @@ __all__ = [
     "describe_points",
     "grid_mappings",
     "grid_points",
+    "skipped",
 ]
 
 DEFAULT_MAX_POINTS = 100_000
@@ -90,16 +91,36 @@ def check_call(call: PallasCall, *, max_points: int = DEFAULT_MAX_POINTS) -> lis
     issues = [_mutation_issue(call, index) for index in call.mutated_inputs]
     reason = _skip_reason(call, max_points)
     if reason is not None:
-        return [*issues, GridIssue(kind=SKIPPED, message=f"skipped: {reason}", call=call.name)]
+        return [*issues, skipped(call.name, reason)]
     points = grid_points(call.grid)
     for operand in (*call.inputs, *call.outputs):
+        if operand.element_dims:
+            issues.append(skipped(call.name, (
+                f"{operand.name} has block dims {', '.join(operand.element_dims)}, whose windows start at "
+                "element offsets the index_map computes; they are not judged statically (the dynamic "
+                "searches run them)"), operand.name))
         if not operand.windowed:
             continue
-        blocks = block_indices(call, operand, points)
+        try:
+            blocks = block_indices(call, operand, points)
+        except Exception as exc:  # an index map this check cannot evaluate: say so, never pass
+            issues.append(skipped(call.name, (
+                f"the index_map of {operand.name} could not be evaluated ({type(exc).__name__}: "
+                f"{_first_line(exc)}); the dynamic searches still run it"), operand.name))
+            continue
         issues.extend(_bounds_issues(call, operand, points, blocks))
         if operand.is_output:
             issues.extend(_output_issues(call, operand, points, blocks))
     return issues
+
+
+def skipped(call: str, reason: str, operand: str = "") -> GridIssue:
+    """The issue saying which part of the static check did not run, and why."""
+    return GridIssue(kind=SKIPPED, message=f"static check skipped for {call}: {reason}", call=call, operand=operand)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0]
 
 
 def _skip_reason(call: PallasCall, max_points: int) -> str | None:

@@ -12,6 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
 
+from pallas_verify import _jax_compat
+
 __all__ = ["BlockOperand", "PallasCall", "block_indices", "grid_mappings", "grid_points"]
 
 _CALL_LIKE = frozenset(
@@ -47,6 +49,9 @@ class BlockOperand:
         a memory space Pallas pipelines); False for pl.ANY/HBM operands and
         element-offset windows, whose accesses the kernel makes itself.
       index_map: the index map as a ClosedJaxpr of ``*grid_indices, *scalar_prefetch``.
+      element_dims: the block dims that index by element offsets or bounded slices
+        (``pl.Element``, ``pl.BoundedSlice``, indirect), as text; the static check does
+        not judge such windows (the dynamic searches do).
     """
 
     name: str
@@ -57,6 +62,7 @@ class BlockOperand:
     memory_space: str
     windowed: bool
     index_map: Any
+    element_dims: tuple[str, ...] = ()
 
     @property
     def block_counts(self) -> tuple[int, ...]:
@@ -144,8 +150,11 @@ class _Walker:
         name = eqn.primitive.name
         if name == "pallas_call":
             position = len(self.calls)
-            self.calls.append(_pallas_call(eqn, args, position))
+            self.calls.append(_pallas_call_or_skip(eqn, args, position))
             return [(_UNKNOWN, (position, k)) for k in range(len(eqn.outvars))]
+        if name in _jax_compat.GRIDLESS_KERNELS:
+            self.calls.append(_gridless(eqn, len(self.calls)))
+            return [(_UNKNOWN, None) for _ in eqn.outvars]
         subs = list(_sub_jaxprs(eqn.params))
         if name in _CALL_LIKE and len(subs) == 1 and len(subs[0][0].invars) == len(args):
             vals, outs = self.walk(*subs[0], args, origins)
@@ -175,10 +184,37 @@ def _sub_jaxprs(params: Mapping[str, Any]):
                 yield v, []
 
 
+def _call_name(eqn) -> str:
+    """The kernel function's name (the body jaxpr's), else the call's own name."""
+    bodies = [eqn.params.get("jaxpr"), *(j for j, _ in _sub_jaxprs(eqn.params))]
+    names = [getattr(getattr(b, "debug_info", None), "func_name", None) for b in bodies]
+    return next((n for n in names if n), None) or eqn.params.get("name") or eqn.primitive.name
+
+
+def _unanalysed(name: str, position: int, reason: str) -> PallasCall:
+    """A call the static check cannot analyse: only its name and the reason are known."""
+    return PallasCall(name=name, position=position, grid=(), grid_names=None, semantics=(), inputs=(),
+                      outputs=(), prefetch=None, needs_prefetch=False, skip_reason=reason, mutated_inputs=())
+
+
+def _gridless(eqn, position: int) -> PallasCall:
+    name = _call_name(eqn)
+    return _unanalysed(name, position, (
+        f"it is a pl.kernel/core_map kernel ({eqn.primitive.name}), which has no grid or BlockSpecs "
+        "to check statically; its memory accesses are checked by the dynamic searches"))
+
+
+def _pallas_call_or_skip(eqn, args, position: int) -> PallasCall:
+    try:
+        return _pallas_call(eqn, args, position)
+    except Exception as exc:  # a structure this version does not understand: skip it, say why
+        return _unanalysed(_call_name(eqn), position,
+                           f"its grid mapping could not be read ({type(exc).__name__}: {exc})")
+
+
 def _pallas_call(eqn, args, position: int) -> PallasCall:
     gm = eqn.params["grid_mapping"]
-    body = eqn.params["jaxpr"]
-    name = (body.debug_info.func_name if body.debug_info else None) or "pallas_call"
+    name = _call_name(eqn)
     operands = [_operand(bm, i, gm.num_inputs) for i, bm in enumerate(gm.block_mappings)]
     ins, outs = operands[: gm.num_inputs], operands[gm.num_inputs :]
     needs = any(_reads_prefetch(op.index_map.jaxpr, len(gm.grid)) for op in operands if op.windowed)
@@ -219,15 +255,16 @@ def _operand(bm, i: int, num_inputs: int) -> BlockOperand:
     is_output = i >= num_inputs
     index = i - num_inputs if is_output else i
     space = str(getattr(bm.transformed_block_aval, "memory_space", "default"))
-    sizes, windowed = [], space not in _UNWINDOWED_SPACES
+    sizes, windowed, element_dims = [], space not in _UNWINDOWED_SPACES, []
     for b in bm.block_shape:
         if isinstance(b, pl.Blocked):
             sizes.append(int(b.block_size))
         elif isinstance(b, pl.Squeezed) or b is None:
             sizes.append(1)
-        else:
-            sizes.append(1)
+        else:  # Element, BoundedSlice, Indirect: windows at element offsets the kernel chooses
+            sizes.append(int(getattr(b, "block_size", 1)))
             windowed = False
+            element_dims.append(str(b))
     return BlockOperand(
         name=f"{'output' if is_output else 'input'} {index}",
         index=index,
@@ -237,6 +274,7 @@ def _operand(bm, i: int, num_inputs: int) -> BlockOperand:
         memory_space=space,
         windowed=windowed,
         index_map=jex.core.ClosedJaxpr(bm.index_map_jaxpr, list(bm.index_map_jaxpr.consts)),
+        element_dims=tuple(element_dims),
     )
 
 
@@ -267,11 +305,7 @@ def _mutated_inputs(eqn, gm, ins: list[BlockOperand]) -> tuple[int, ...]:
     body = eqn.params["jaxpr"]
     aliased = {i for i, _ in eqn.params.get("input_output_aliases", ())}
     refs = body.invars[gm.num_index_operands : gm.num_index_operands + gm.num_inputs]
-    written = set()
-    for eff in body.effects:
-        if type(eff).__name__ in ("WriteEffect", "AccumEffect"):
-            target = getattr(eff, "input", getattr(eff, "input_index", None))
-            written.add(refs[target] if isinstance(target, int) and target < len(refs) else target)
+    written = {refs[t] if isinstance(t, int) and t < len(refs) else t for t in _jax_compat.written_refs(body)}
     return tuple(
         i
         for i, (ref, op) in enumerate(zip(refs, ins, strict=True))
@@ -307,19 +341,19 @@ def grid_points(grid: tuple[int, ...]) -> np.ndarray:
 
 def block_indices(call: PallasCall, operand: BlockOperand, points: np.ndarray) -> np.ndarray:
     """The block index ``operand``'s index map gives at each of ``points`` (N, rank)."""
-    fn = jex.core.jaxpr_as_fun(operand.index_map)
+    rank = len(operand.array_shape)
+    if rank == 0:  # a scalar operand (a rank-0 BlockSpec): its one block is ()
+        return np.zeros((len(points), 0), np.int32)
+    # Scalar-prefetch refs are discharged into plain arrays first (as Pallas's own
+    # interpreter does), so index maps that read SMEM refs with typed ints evaluate.
+    fn = _jax_compat.index_map_function(operand.index_map)
     ndim = points.shape[1]
     prefetch = call.prefetch or ()
 
-    def at_all(pts, *values):
-        refs = [jax.new_ref(v) for v in values]
+    def at(p, *values):
+        out = fn(*[p[d] for d in range(ndim)], *values)[:rank]
+        return jnp.stack([jnp.asarray(v, jnp.int32) for v in out])
 
-        def at(p):
-            out = fn(*[p[d] for d in range(ndim)], *refs)
-            return jnp.stack([jnp.asarray(v, jnp.int32) for v in out])
-
-        return jax.vmap(at)(pts)
-
-    return np.asarray(jax.jit(at_all)(jnp.asarray(points, jnp.int32), *prefetch)).reshape(
-        len(points), len(operand.array_shape)
-    )
+    batched = jax.vmap(at, in_axes=(0,) + (None,) * len(prefetch))
+    result = jax.jit(batched)(jnp.asarray(points, jnp.int32), *prefetch)
+    return np.asarray(result).reshape(len(points), rank)

@@ -63,9 +63,6 @@ class Worker:
 
     def run(self, spec_ref: str, case: Case, *, timeout_s: float | None = None) -> Outcome:
         """Run ``case`` (its spec loaded from ``spec_ref``) in the worker."""
-        if self._proc is None or self._proc.poll() is not None:
-            self._start()
-        assert self._conn is not None
         request = {
             "spec": spec_ref,
             "backend": case.backend,
@@ -73,10 +70,18 @@ class Worker:
             "inputs": case.inputs,
             "mode": dict(case.mode),
             "transform": case.transform,
-            # A long-lived worker must see import paths added since it started (pytest's
-            # rootdir, a spec file's folder), or "module:NAME" references would not load.
-            "sys_path": [p for p in sys.path if p],
         }
+        return self.call(request, timeout_s=timeout_s)
+
+    def call(self, request: dict[str, Any], *, timeout_s: float | None = None) -> Any:
+        """Send one request (a case to run, or a ``task`` such as the static check) and
+        return the worker's answer, or an Outcome saying it timed out or crashed."""
+        if self._proc is None or self._proc.poll() is not None:
+            self._start()
+        assert self._conn is not None
+        # A long-lived worker must see import paths added since it started (pytest's
+        # rootdir, a spec file's folder), or "module:NAME" references would not load.
+        request = {**request, "sys_path": [p for p in sys.path if p]}
         start = time.perf_counter()
         limit = self.timeout_s if timeout_s is None else timeout_s
         try:

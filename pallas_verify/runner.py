@@ -64,6 +64,7 @@ class Runner:
                 "MODULE:NAME) so a worker process can load it; define it at module level or use isolate='auto'."
             )
         self._static: dict[str, list[Finding]] = {}
+        self.static_notes: list[str] = []  # "static check skipped for <call>: <reason>", each once
         self._expected: collections.OrderedDict[str, Any] = collections.OrderedDict()
         self._outputs: dict[str, dict[str, tuple[np.ndarray, ...]]] = {}
         self.reference_runs = 0
@@ -169,7 +170,7 @@ class Runner:
                                         truth)
         errors = [np.abs(np.asarray(a, np.float64) - np.asarray(e, np.float64)) if c.bad is not None else None
                   for c, a, e in zip(table, outcome.outputs, expected, strict=True)]
-        return with_blame(finding, self.spec, judged.inputs, [c.bad for c in table], errors)
+        return self._with_blame(finding, judged.inputs, [c.bad for c in table], errors)
 
     def _divergence(self, key: str, case: Case, outcome: Outcome, paths: list[str]) -> list[Finding]:
         """Compare with every other backend that ran this very example and passed."""
@@ -189,17 +190,36 @@ class Runner:
             finding = oracles.metamorphic_finding(case, kind, knob, base, variant_case, variant, paths)
             if finding is not None and base.outputs is not None and variant.outputs is not None:
                 masks = [~oracles.bitwise_equal(a, b) for a, b in zip(base.outputs, variant.outputs, strict=True)]
-                finding = with_blame(finding, self.spec, case.inputs, masks, [None] * len(masks))
+                finding = self._with_blame(finding, case.inputs, masks, [None] * len(masks))
             if finding is not None:
                 return [finding]
         return []
 
+    def _tracer(self) -> Worker | None:
+        """Where the static check and blame trace the kernel: the interpreters' worker
+        when isolation applies (see the class docstring), else in-process."""
+        isolated = self.isolate == "always" or (self.isolate == "auto" and self.spec_ref is not None)
+        return shared_worker("interpreters") if isolated else None
+
     def static_findings(self, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> list[Finding]:
-        """The static grid check, once per (config, input shapes)."""
+        """The static grid check, once per (config, input shapes); parts it cannot
+        analyse are added to ``static_notes``."""
+        from pallas_verify.static import static_check
+
         key = config_key(config) + repr([(x.shape, str(x.dtype)) for x in inputs])
         if key not in self._static:
-            self._static[key] = _grid_findings(self.spec, config, inputs)
+            result = static_check(self.spec, config, inputs, spec_ref=self.spec_ref, worker=self._tracer(),
+                                  timeout_s=self.timeout_s)
+            self._static[key] = result.findings
+            self.static_notes.extend(n for n in result.notes if n not in self.static_notes)
         return self._static[key]
+
+    def _with_blame(self, finding: Finding, inputs: Sequence[np.ndarray], masks: Sequence[np.ndarray | None],
+                    errors: Sequence[np.ndarray | None]) -> Finding:
+        from pallas_verify.static import blame_finding
+
+        return blame_finding(finding, self.spec, inputs, masks, errors, spec_ref=self.spec_ref,
+                             worker=self._tracer(), timeout_s=self.timeout_s)
 
     def _reference_failure(self, config: Mapping[str, Any], exc: Exception, transform: str | None = None) -> Finding:
         under = f" under {transform}" if transform else ""
@@ -215,31 +235,3 @@ def _no_ref_error(spec: KernelSpec, backend: Backend) -> Any:
     return ErrorInfo(type="InvalidSpec", message=(
         f"backend {backend.name} runs cases in a worker process, which loads KernelSpec {spec.name!r} by "
         "reference; define the spec at module level so it has one (FILE.py::NAME or MODULE:NAME)."))
-
-
-def _grid_findings(spec: KernelSpec, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> list[Finding]:
-    from pallas_verify import gridcheck
-
-    issues = gridcheck.check_grid(spec.kernel, inputs, config)
-    return [Finding(kind=i.kind, kernel=spec.name, backend="static", message=i.message, config=dict(config))
-            for i in issues if i.is_finding]
-
-
-def with_blame(finding: Finding, spec: KernelSpec, inputs: Sequence[np.ndarray],
-               masks: Sequence[np.ndarray | None], errors: Sequence[np.ndarray | None]) -> Finding:
-    """``finding`` with the bad elements mapped to output blocks and grid points."""
-    from pallas_verify import blame, gridtrace
-
-    try:
-        calls = gridtrace.grid_mappings(transforms.kernel_under(spec, finding.transform), inputs, finding.config)
-        result = blame.blame_outputs(calls, masks, errors)
-    except Exception as exc:  # blame is evidence, never a reason to lose the finding
-        return dataclasses.replace(finding, evidence={**finding.evidence, "blame_error": f"{type(exc).__name__}: {exc}"})
-    if not result.outputs:
-        return finding
-    lines = [o.message for o in result.outputs]
-    first = result.outputs[0]
-    evidence = {**finding.evidence, "blame": {
-        "messages": lines, "output": first.output, "block_shape": first.block_shape,
-        "block_errors": first.block_max_error, "block_bad_count": first.block_bad_count}}
-    return dataclasses.replace(finding, message=finding.message + "\n" + "\n".join(lines), evidence=evidence)

@@ -12,7 +12,9 @@ if TYPE_CHECKING:
 
 __all__ = ["MODULES", "upstream"]
 
-MODULES: tuple[str, ...] = ("tpu_ops", "gpu_ops")
+MODULES: tuple[str, ...] = (
+    "tpu_ops", "tpu_splash", "tpu_ragged", "tpu_prng", "tpu_collective", "gpu_ops", "gpu_decode",
+)
 
 
 def upstream() -> list[pv.KernelSpec]:

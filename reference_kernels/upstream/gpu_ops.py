@@ -22,7 +22,7 @@ with warnings.catch_warnings():
     from jax.experimental.pallas.ops.gpu import rms_norm as gpu_rms_norm
     from jax.experimental.pallas.ops.gpu import softmax as gpu_softmax
 
-__all__ = ["GPU_ATTENTION", "GPU_LAYER_NORM", "GPU_RMS_NORM", "GPU_SOFTMAX"]
+__all__ = ["GPU_ATTENTION", "GPU_LAYER_NORM", "GPU_RMS_NORM", "GPU_SOFTMAX", "VMAP_GPU_INTERPRET"]
 
 
 def attention(q, k, v, *, causal, sm_scale, block_q, block_k):
@@ -78,7 +78,7 @@ def _norm_inputs(config):
 _ROWS = ("batch", "rows", "cols")
 # These ops vmap a whole-array pallas_call; under GPU interpret mode the batching rule
 # rejects the interpreter's keyword (a JAX 0.12.0.1 bug).
-_VMAP_GPU_INTERPRET = {
+VMAP_GPU_INTERPRET = {
     "gpu_interpret": "GPU interpret mode cannot vmap a pallas_call (TypeError: "
     "_pallas_call_batching_rule() got an unexpected keyword argument 'kernel_arg_transforms')"}
 
@@ -90,7 +90,7 @@ GPU_LAYER_NORM = pv.KernelSpec(
     inputs=_norm_inputs,
     platforms=("gpu",),
     features=("normalization", "reduction", "masked_load", "vmap", "upstream"),
-    unsupported=_VMAP_GPU_INTERPRET,
+    unsupported=VMAP_GPU_INTERPRET,
     bitwise_stable=False,
 )
 
@@ -102,7 +102,7 @@ GPU_RMS_NORM = pv.KernelSpec(
     inputs=_norm_inputs,
     platforms=("gpu",),
     features=("normalization", "reduction", "masked_load", "vmap", "upstream"),
-    unsupported=_VMAP_GPU_INTERPRET,
+    unsupported=VMAP_GPU_INTERPRET,
     bitwise_stable=False,
 )
 
@@ -114,6 +114,6 @@ GPU_SOFTMAX = pv.KernelSpec(
     inputs=lambda c: seeded(lambda rng: (normal(rng, (c["batch"], c["rows"], c["cols"])) * 3,)),
     platforms=("gpu",),
     features=("reduction", "masked_load", "vmap", "upstream"),
-    unsupported=_VMAP_GPU_INTERPRET,
+    unsupported=VMAP_GPU_INTERPRET,
     bitwise_stable=False,
 )

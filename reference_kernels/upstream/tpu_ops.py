@@ -1,5 +1,6 @@
 """KernelSpecs wrapping the TPU kernels shipped in ``jax.experimental.pallas.ops.tpu``:
-flash attention, matmul, megablox grouped matmul and paged attention. None of them
+flash attention, matmul, megablox grouped matmul, paged attention and the example
+``double`` kernel. None of them
 passes ``interpret=`` on this path (gmm takes ``interpret=False`` as a default, which the
 forced mode overrides), so every interpreter is forced from outside."""
 
@@ -9,15 +10,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from hypothesis import strategies as st
+from jax.experimental.pallas.ops.tpu import example_kernel
 from jax.experimental.pallas.ops.tpu import flash_attention as fa
 from jax.experimental.pallas.ops.tpu import matmul as tpu_matmul
 from jax.experimental.pallas.ops.tpu.megablox import ops as megablox
 from jax.experimental.pallas.ops.tpu.paged_attention import paged_attention_kernel as paged
 
 import pallas_verify as pv
+import strategies as pvs
 from reference_kernels._draw import normal, seeded, without
 
-__all__ = ["BACKWARD_BLOCKS", "TPU_FLASH_ATTENTION", "TPU_GMM", "TPU_MATMUL", "TPU_PAGED_ATTENTION"]
+__all__ = ["BACKWARD_BLOCKS", "TPU_DOUBLE", "TPU_FLASH_ATTENTION", "TPU_GMM", "TPU_MATMUL",
+           "TPU_PAGED_ATTENTION"]
 
 
 #: Backward block sizes of ``fa.BlockSizes``: the dK/dV kernel's and the dQ kernel's.
@@ -189,4 +193,22 @@ TPU_PAGED_ATTENTION = pv.KernelSpec(
     inputs=_paged_inputs,
     features=("attention", "paged", "manual_dma", "scalar_prefetch", "upstream"),
     bitwise_stable=False,
+)
+
+
+@st.composite
+def _double_configs(draw):
+    # One whole-array block (the kernel has no grid): any size, any rank the lowering takes.
+    return {"shape": draw(pvs.array_shapes(block_shape=(8, 128), max_blocks=2)),
+            "dtype": draw(st.sampled_from(["float32", "bfloat16", "int32"]))}
+
+
+TPU_DOUBLE = pv.KernelSpec(
+    name="upstream_tpu_double",
+    kernel=without(example_kernel.double, "shape", "dtype"),
+    reference=without(lambda x: x * 2, "shape", "dtype"),
+    configs=_double_configs(),
+    inputs=lambda c: pvs.arrays(shape=c["shape"], dtype=c["dtype"]).map(lambda x: (x,)),
+    platforms=("tpu", "gpu"),
+    features=("elementwise", "upstream"),
 )

@@ -83,3 +83,51 @@ bad_reference = pv.KernelSpec(name="bad_reference", kernel=scale_add, reference=
                               configs=configs, inputs=inputs)
 bad_inputs = pv.KernelSpec(name="bad_inputs", kernel=scale_add, reference=scale_add_ref, configs=configs,
                            inputs=lambda config: st.just([np.zeros(config["n"], np.float32)] * 2))
+
+
+def _raises_while_traced(x, y, *, block, n):
+    raise ValueError("this kernel cannot be traced")
+
+
+def _hangs_while_traced(x, y, *, block, n):
+    time.sleep(600)
+
+
+def _aborts_while_traced(x, y, *, block, n):
+    os.abort()
+
+
+trace_raises = pv.KernelSpec(name="trace_raises", kernel=_raises_while_traced, reference=scale_add_ref,
+                             configs=configs, inputs=inputs)
+trace_hangs = pv.KernelSpec(name="trace_hangs", kernel=_hangs_while_traced, reference=scale_add_ref,
+                            configs=configs, inputs=inputs)
+trace_aborts = pv.KernelSpec(name="trace_aborts", kernel=_aborts_while_traced, reference=scale_add_ref,
+                             configs=configs, inputs=inputs)
+
+
+def _gridless_copy(x, y, *, block, n):
+    from jax.experimental.pallas import tpu as pltpu
+
+    @pl.kernel(out_type=jax.ShapeDtypeStruct(x.shape, x.dtype), mesh=pltpu.TensorCoreMesh(axis_name="c", num_cores=1))
+    def copy(x_ref, o_ref):
+        pltpu.sync_copy(x_ref, o_ref)
+
+    return copy(x) * 2 + y
+
+
+gridless = pv.KernelSpec(name="gridless", kernel=_gridless_copy, reference=scale_add_ref, configs=configs,
+                         inputs=inputs, platforms=("tpu",))
+
+
+def _double(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2
+
+
+def _vmapped_inside(x, y, *, block, n):
+    """Vmaps a whole-array pallas_call inside the kernel, as jax's GPU decode attention does."""
+    one = lambda row: pl.pallas_call(_double, out_shape=jax.ShapeDtypeStruct(row.shape, row.dtype))(row)  # noqa: E731
+    return jax.vmap(one)(x.reshape(1, -1)).reshape(-1) + y
+
+
+vmapped_inside = pv.KernelSpec(name="vmapped_inside", kernel=_vmapped_inside, reference=scale_add_ref,
+                               configs=configs, inputs=inputs, platforms=("gpu",))

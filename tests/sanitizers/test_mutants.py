@@ -13,7 +13,7 @@ import pytest
 from hypothesis import find
 from jax.experimental.pallas import tpu as pltpu
 
-from pallas_verify import transforms
+from pallas_verify import _jax_compat, transforms
 from pallas_verify.gridcheck import check_grid
 from reference_kernels.mutants import FINDING_KINDS, Mutant, backward, mutants
 
@@ -29,7 +29,9 @@ def example(spec):
 
 
 def run(spec, config, inputs, **mode) -> np.ndarray:
-    with pltpu.force_tpu_interpret_mode(pltpu.InterpretParams(**mode)):
+    """The kernel in TPU interpret mode under the chip's (padded) bounds, as tpu_interpret runs it."""
+    params = pltpu.InterpretParams(**{"buffer_bounds": "padded", **mode})
+    with _jax_compat.tpu_target(), pltpu.force_tpu_interpret_mode(params):
         return np.asarray(spec.kernel(*inputs, **config)).astype(np.float32)
 
 

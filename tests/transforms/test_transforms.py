@@ -116,7 +116,8 @@ def test_vmap_ground_truth_is_stacked_per_example():
 
 @pytest.mark.parametrize(("transform", "backend", "marker", "expected"), [
     ("vmap", "tpu_interpret", "in _get_randomized_grid_coordinates", "dimension_semantics"),
-    ("vmap", "gpu_interpret", "unexpected keyword argument 'kernel_arg_transforms'", "batching rule"),
+    ("vmap", "gpu_interpret", "_pallas_call_batching_rule() got an unexpected keyword argument 'kernel_arg_transforms'",
+     "batching rule"),
     ("grad", "tpu_interpret", "in _get_randomized_grid_coordinates", None),
     ("vmap", "interpret", "in _get_randomized_grid_coordinates", None),
 ])

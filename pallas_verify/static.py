@@ -1,0 +1,125 @@
+"""The static grid check and blame of one example, traced where user code cannot hurt the run.
+
+Both trace the kernel (``jax.make_jaxpr``), which runs the author's Python: a kernel may
+hang, abort or raise while it is traced. When a worker is given, the tracing happens
+there, so a hang becomes a ``timeout`` finding, an abort a ``crash`` and an exception an
+``exception`` (with the traceback in the finding's evidence); the run goes on. Without a
+worker (a spec built inside a function has no reference a worker could load) the same
+findings come from tracing in-process, where only exceptions can be caught.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from pallas_verify.case import Outcome
+from pallas_verify.findings import Finding
+from pallas_verify.isolation import Worker
+from pallas_verify.spec import KernelSpec
+
+__all__ = ["StaticResult", "blame_finding", "serve_task", "static_check"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StaticResult:
+    """The static check of one example.
+
+    Attributes:
+      findings: grid findings, or the one finding saying that tracing failed.
+      notes: "static check skipped for <call>: <reason>", for each part not analysed.
+    """
+
+    findings: list[Finding]
+    notes: list[str]
+
+
+def _static_issues(spec: KernelSpec, request: Mapping[str, Any]) -> list[Any]:
+    from pallas_verify import gridcheck
+
+    return gridcheck.check_grid(spec.kernel, request["inputs"], request["config"])
+
+
+def _blame(spec: KernelSpec, request: Mapping[str, Any]) -> Any:
+    from pallas_verify import blame, gridtrace, transforms
+
+    kernel = transforms.kernel_under(spec, request["transform"])
+    calls = gridtrace.grid_mappings(kernel, request["inputs"], request["config"])
+    return blame.blame_outputs(calls, request["masks"], request["errors"])
+
+
+_TASKS = {"static": _static_issues, "blame": _blame}
+
+
+def serve_task(spec: KernelSpec, request: Mapping[str, Any]) -> Any:
+    """Do one task for ``spec``; a failure comes back as an Outcome with the error."""
+    from pallas_verify import _jax_compat
+
+    try:
+        return _TASKS[request["task"]](spec, request)
+    except Exception as exc:  # the kernel's own failure while tracing is data
+        return Outcome(error=_jax_compat.error_info(exc))
+
+
+def _run(task: str, spec: KernelSpec, spec_ref: str | None, worker: Worker | None,
+         timeout_s: float, **payload: Any) -> Any:
+    request = {"task": task, "spec": spec_ref, **payload}
+    if worker is None or spec_ref is None:
+        return serve_task(spec, request)
+    return worker.call(request, timeout_s=timeout_s)
+
+
+def _failure(spec: KernelSpec, config: Mapping[str, Any], outcome: Outcome) -> Finding:
+    what = f"tracing {spec.name!r} for the static grid check"
+    evidence: dict[str, Any] = {}
+    if outcome.crashed:
+        kind, message = "crash", f"{what} crashed the process: {outcome.crashed}"
+    elif outcome.timed_out:
+        kind, message = "timeout", (f"{what} did not finish within its time limit ({outcome.seconds:.0f} s): "
+                                    "the kernel's Python hangs while it is traced")
+    else:
+        error = outcome.error
+        assert error is not None
+        kind = "exception"
+        message = f"{what} raised {error.summary()}"
+        evidence = {"error_type": error.type, "traceback": error.traceback[-4000:]}
+    return Finding(kind=kind, kernel=spec.name, backend="static", message=message,  # type: ignore[arg-type]
+                   config=dict(config), evidence=evidence)
+
+
+def static_check(spec: KernelSpec, config: Mapping[str, Any], inputs: Sequence[np.ndarray], *,
+                 spec_ref: str | None = None, worker: Worker | None = None, timeout_s: float = 120.0) -> StaticResult:
+    """The static grid check of ``spec`` on one example (traced in ``worker`` when given)."""
+    answer = _run("static", spec, spec_ref, worker, timeout_s, config=dict(config), inputs=tuple(inputs))
+    if isinstance(answer, Outcome):
+        return StaticResult(findings=[_failure(spec, config, answer)], notes=[])
+    findings = [Finding(kind=i.kind, kernel=spec.name, backend="static", message=i.message, config=dict(config))
+                for i in answer if i.is_finding]
+    return StaticResult(findings=findings, notes=[i.message for i in answer if not i.is_finding])
+
+
+def blame_finding(finding: Finding, spec: KernelSpec, inputs: Sequence[np.ndarray],
+                  masks: Sequence[np.ndarray | None], errors: Sequence[np.ndarray | None], *,
+                  spec_ref: str | None = None, worker: Worker | None = None, timeout_s: float = 120.0) -> Finding:
+    """``finding`` with the bad elements mapped to output blocks and grid points.
+
+    Blame is evidence: when tracing for it fails (raises, hangs, aborts) the finding is
+    kept as it is, with the reason under ``evidence["blame_error"]``.
+    """
+    answer = _run("blame", spec, spec_ref, worker, timeout_s, config=dict(finding.config), inputs=tuple(inputs),
+                  transform=finding.transform, masks=list(masks), errors=list(errors))
+    if isinstance(answer, Outcome):
+        failed = _failure(spec, finding.config, answer)
+        reason = failed.message.replace("for the static grid check", "for blame")
+        return dataclasses.replace(finding, evidence={**finding.evidence, "blame_error": reason})
+    if not answer.outputs:
+        return finding
+    lines = [o.message for o in answer.outputs]
+    first = answer.outputs[0]
+    evidence = {**finding.evidence, "blame": {
+        "messages": lines, "output": first.output, "block_shape": first.block_shape,
+        "block_errors": first.block_max_error, "block_bad_count": first.block_bad_count}}
+    return dataclasses.replace(finding, message=finding.message + "\n" + "\n".join(lines), evidence=evidence)

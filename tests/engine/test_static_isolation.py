@@ -1,0 +1,119 @@
+"""The static check traces the kernel in a worker: a raise, hang or abort while tracing is a
+finding of the static search, and the backends' searches still run."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pallas_verify.engine import verify
+from pallas_verify.loader import load_spec
+
+SPECS = Path(__file__).with_name("_specs.py")
+
+
+def spec(name):
+    return load_spec(f"{SPECS}::{name}")
+
+
+def by_backend(report):
+    return {f.backend: f for f in report.findings}
+
+
+def test_trace_time_raise_is_an_exception_finding_with_the_traceback(tmp_path):
+    report = verify(spec("trace_raises"), ["interpret"], max_examples=2, profile="ci", out_dir=tmp_path,
+                    shrink_budget_s=0)
+    static = by_backend(report)["static"]
+    assert static.kind == "exception"
+    assert "tracing 'trace_raises' for the static grid check raised ValueError: this kernel cannot be traced" in (
+        static.message)
+    assert "_raises_while_traced" in static.evidence["traceback"]
+    # The run went on: the interpreter's search ran and judged the kernel too.
+    assert [(r.backend, r.status) for r in report.results] == [("interpret", "fail")]
+    assert by_backend(report)["interpret"].kind == "exception"
+
+
+def test_trace_time_raise_in_process_is_the_same_finding(tmp_path):
+    loaded = spec("trace_raises")
+    local = dataclasses.replace(loaded, name="local_trace_raises")  # no module-level reference: in-process
+    report = verify(local, ["interpret"], max_examples=2, profile="ci", out_dir=tmp_path, shrink_budget_s=0,
+                    isolate="never")
+    static = by_backend(report)["static"]
+    assert static.kind == "exception" and "this kernel cannot be traced" in static.message
+
+
+@pytest.mark.slow
+def test_trace_time_hang_is_a_static_timeout_and_the_run_goes_on(tmp_path):
+    report = verify(spec("trace_hangs"), ["interpret"], max_examples=1, profile="ci", out_dir=tmp_path,
+                    timeout_s=20, shrink_budget_s=0)
+    static = by_backend(report)["static"]
+    assert static.kind == "timeout" and "hangs while it is traced" in static.message
+    assert [(r.backend, r.status) for r in report.results] == [("interpret", "fail")]
+    assert by_backend(report)["interpret"].kind == "timeout"
+
+
+@pytest.mark.slow
+def test_trace_time_abort_is_a_static_crash_and_the_run_goes_on(tmp_path):
+    report = verify(spec("trace_aborts"), ["interpret"], max_examples=1, profile="ci", out_dir=tmp_path,
+                    shrink_budget_s=0)
+    static = by_backend(report)["static"]
+    assert static.kind == "crash" and "SIGABRT" in static.message
+    assert [(r.backend, r.status) for r in report.results] == [("interpret", "fail")]
+    assert by_backend(report)["interpret"].kind == "crash"
+
+
+def test_a_call_the_static_check_cannot_analyse_is_named_in_the_report(tmp_path, capsys):
+    from pallas_verify.summary import print_summary
+
+    report = verify(spec("gridless"), ["tpu_interpret"], max_examples=2, profile="ci", out_dir=tmp_path)
+    assert [(r.backend, r.status) for r in report.results] == [("tpu_interpret", "pass")]
+    (note,) = report.kernels[0]["static_skipped"]
+    assert note.startswith("static check skipped for copy: it is a pl.kernel/core_map kernel")
+    assert report.to_dict()["kernels"][0]["static_skipped"] == [note]
+    print_summary(report)
+    assert f"note: {note}" in capsys.readouterr().out
+
+
+def _blame_inputs():
+    x = np.ones(130, np.float32)
+    return (x, x), [np.zeros(130, bool)]
+
+
+def test_blame_that_raises_while_tracing_keeps_the_finding(tmp_path):
+    from pallas_verify.findings import Finding
+    from pallas_verify.isolation import Worker
+    from pallas_verify.static import blame_finding
+
+    finding = Finding(kind="mismatch", kernel="trace_raises", backend="interpret", message="outputs differ",
+                      config={"block": 128, "n": 130})
+    inputs, masks = _blame_inputs()
+    masks[0][3] = True
+    loaded = spec("trace_raises")
+    for worker, ref in ((None, None), (Worker(timeout_s=60), f"{SPECS}::trace_raises")):
+        kept = blame_finding(finding, loaded, inputs, masks, [None], spec_ref=ref, worker=worker)
+        assert kept.message == "outputs differ" and kept.kind == "mismatch"
+        assert "tracing 'trace_raises' for blame raised ValueError: this kernel cannot be traced" in (
+            kept.evidence["blame_error"])
+        if worker is not None:
+            worker.close()
+
+
+@pytest.mark.slow
+def test_blame_that_hangs_while_tracing_keeps_the_finding():
+    from pallas_verify.findings import Finding
+    from pallas_verify.isolation import Worker
+    from pallas_verify.static import blame_finding
+
+    finding = Finding(kind="mismatch", kernel="trace_hangs", backend="interpret", message="outputs differ",
+                      config={"block": 128, "n": 130})
+    inputs, masks = _blame_inputs()
+    masks[0][3] = True
+    worker = Worker(timeout_s=20)
+    kept = blame_finding(finding, spec("trace_hangs"), inputs, masks, [None],
+                         spec_ref=f"{SPECS}::trace_hangs", worker=worker, timeout_s=20)
+    worker.close()
+    assert kept.message == "outputs differ"
+    assert "for blame did not finish within its time limit" in kept.evidence["blame_error"]
