@@ -145,7 +145,7 @@ def _components(mutant: Any, seed: int) -> dict[str, float]:
     from pallas_verify import gridcheck
     from pallas_verify.backends import registry
     from pallas_verify.case import Case
-    from pallas_verify.runner import reference_outputs
+    from pallas_verify.reference import reference_outputs
 
     [ex] = draw_examples(mutant.spec, count=1, seed=seed)
     case = Case(spec=mutant.spec, config=ex.config, inputs=ex.inputs, backend="interpret")

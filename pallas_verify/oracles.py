@@ -14,6 +14,7 @@ import numpy as np
 
 from pallas_verify.case import Case, Outcome
 from pallas_verify.findings import Finding
+from pallas_verify.reference import Truth
 from pallas_verify.spec import Tolerance
 from pallas_verify.tolerance import Comparison, compare
 
@@ -50,17 +51,28 @@ def _finding(case: Case, kind: str, message: str, **evidence: object) -> Finding
 
 
 def compare_outputs(
-    paths: Sequence[str], actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], tolerance: Tolerance | None
+    paths: Sequence[str], actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], tolerance: Tolerance | None,
+    truth: Truth | None = None,
 ) -> list[Comparison]:
-    """One Comparison per output (a count mismatch is reported on a pseudo-output)."""
+    """One Comparison per output (a count mismatch is reported on a pseudo-output).
+
+    ``truth``: the float64 ground truth (the precision oracle judges), or one without
+    outputs (a bound from its reduction depth judges); an explicit ``tolerance`` wins.
+    """
     if len(actual) != len(expected):
         return [Comparison(path="outputs", shape=(len(actual),), dtype="-", bad=None,
                            problem=f"kernel returned {len(actual)} outputs, reference {len(expected)}")]
-    return [compare(p, a, e, tolerance) for p, a, e in zip(paths, actual, expected, strict=True)]
+    truths = truth.outputs if truth is not None and truth.outputs is not None else [None] * len(expected)
+    if len(truths) != len(expected):
+        truths = [None] * len(expected)
+    depth, note = (truth.depth, truth.reason) if truth is not None else (1, None)
+    return [compare(p, a, e, tolerance, t, depth, note)
+            for p, a, e, t in zip(paths, actual, expected, truths, strict=True)]
 
 
 def outcome_findings(
-    case: Case, outcome: Outcome, expected: Sequence[np.ndarray] | None, paths: Sequence[str]
+    case: Case, outcome: Outcome, expected: Sequence[np.ndarray] | None, paths: Sequence[str],
+    truth: Truth | None = None,
 ) -> list[Finding]:
     """Findings from one outcome: crash, timeout, errors by kind, races, leaks, mismatches."""
     if outcome.crashed:
@@ -80,7 +92,7 @@ def outcome_findings(
         found.append(_finding(case, "semaphore_leak", "semaphores left non-zero at kernel exit (a DMA or signal "
                               "never waited):\n" + "\n".join(leaks), log=leaks))
     if outcome.outputs is not None and expected is not None:
-        table = compare_outputs(paths, outcome.outputs, expected, case.spec.tolerance)
+        table = compare_outputs(paths, outcome.outputs, expected, case.spec.tolerance, truth)
         if not all(c.ok for c in table):
             lines = [c.describe() for c in table if not c.ok]
             found.append(_finding(case, "mismatch", "outputs differ from the reference:\n" + "\n".join(lines),

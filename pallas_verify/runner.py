@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from pallas_verify import _jax_compat, oracles, transforms
+from pallas_verify import _jax_compat, oracles, reference, transforms
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.execute import config_key
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
@@ -20,6 +19,7 @@ from pallas_verify.errors import InvalidArgument
 from pallas_verify.findings import Finding
 from pallas_verify.isolation import Worker, shared_worker
 from pallas_verify.loader import spec_ref
+from pallas_verify.reference import Truth, reference_outputs
 from pallas_verify.spec import KernelSpec
 
 __all__ = ["ISOLATE", "UNSUPPORTED", "Runner", "Unsupported", "example_key", "reference_outputs"]
@@ -29,29 +29,6 @@ ISOLATE = ("auto", "always", "never")
 
 class Unsupported(Exception):
     """The backend cannot run this kernel at all; the message says why."""
-
-
-@functools.lru_cache(maxsize=512)
-def _jit_reference(reference: Any, config_items: tuple[tuple[str, Any], ...]) -> Any:
-    import jax
-
-    config = dict(config_items)
-    return jax.jit(lambda *xs: reference(*xs, **config))
-
-
-def reference_outputs(spec: KernelSpec, config: Mapping[str, Any], inputs: Sequence[np.ndarray]) -> tuple[list[np.ndarray], list[str]]:
-    """The reference's outputs (numpy, flattened) and their paths (``out``, ``out[1]``...)."""
-    import jax
-
-    items = tuple(sorted(config.items()))
-    try:
-        fn = _jit_reference(spec.reference, items)
-    except TypeError:  # unhashable config values: no cache
-        fn = jax.jit(lambda *xs: spec.reference(*xs, **config))
-    result = jax.block_until_ready(fn(*inputs))
-    leaves, _ = jax.tree_util.tree_flatten_with_path(result)
-    paths = ["out" + jax.tree_util.keystr(path) for path, _ in leaves]
-    return [np.asarray(leaf) for _, leaf in leaves], paths
 
 
 def example_key(config: Mapping[str, Any], inputs: Sequence[np.ndarray]) -> str:
@@ -91,6 +68,8 @@ class Runner:
         self.static_notes: list[str] = []  # "static check skipped for <call>: <reason>", each once
         self._expected: collections.OrderedDict[str, Any] = collections.OrderedDict()
         self._outputs: dict[str, dict[str, tuple[np.ndarray, ...]]] = {}
+        self.reference_runs = 0  # examples whose reference was computed (not served from the cache)
+        self.notes: set[str] = set()
         self._workers: dict[str, Worker] = {}
         self.limit = CaseLimit(ceiling=self.timeout_s)
 
@@ -135,10 +114,22 @@ class Runner:
 
     def expected(self, config: Mapping[str, Any], inputs: Sequence[np.ndarray], key: str,
                  transform: str | None = None) -> Any:
-        """The reference's (outputs, paths) for one example (under ``transform``), computed once."""
+        """The reference's (outputs, paths, truth) for one example (under ``transform``),
+        computed once. ``truth`` is the float64 ground truth, or None under an explicit
+        tolerance (which needs none); why a ground truth is missing goes to ``notes``."""
         if key not in self._expected:
-            self._expected[key] = (reference_outputs(self.spec, config, inputs) if transform is None
-                                   else transforms.expected_outputs(self.spec, config, tuple(inputs), transform))
+            self.reference_runs += 1
+            outputs, paths = (reference_outputs(self.spec, config, inputs) if transform is None
+                              else transforms.expected_outputs(self.spec, config, tuple(inputs), transform))
+            truth = None
+            if self.spec.tolerance is None:
+                truth = (reference.spec_truth(self.spec, config, inputs) if transform is None
+                         else transforms.ground_truth(self.spec, config, tuple(inputs), transform))
+                if truth.reason:
+                    under = f" under {transform}" if transform else ""
+                    self.notes.add(f"no float64 ground truth{under}: {truth.reason}; outputs judged by a bound "
+                                   f"growing with the reduction depth ({truth.depth})")
+            self._expected[key] = (outputs, paths, truth)
             if len(self._expected) > self.cache_size:
                 old, _ = self._expected.popitem(last=False)
                 self._outputs.pop(old, None)
@@ -156,7 +147,7 @@ class Runner:
         """Every finding of one example on one backend."""
         key = example_key(config, inputs) + (f"+{transform}" if transform else "")
         try:
-            expected, paths = self.expected(config, inputs, key, transform)
+            expected, paths, truth = self.expected(config, inputs, key, transform)
         except Exception as exc:
             return [self._reference_failure(config, exc, transform)]
         case = Case(spec=self.spec, config=config, inputs=inputs, backend=backend.name, mode=mode, transform=transform)
@@ -167,20 +158,22 @@ class Runner:
         if limitation:
             raise Unsupported(limitation)
         judged = transforms.judged(case, expected)
-        found = oracles.outcome_findings(judged, outcome, expected if backend.executes else None, paths)
+        found = oracles.outcome_findings(judged, outcome, expected if backend.executes else None, paths, truth)
         if found or not outcome.ok:
-            return [self._blamed(f, judged, outcome, expected) for f in found]
+            return [self._blamed(f, judged, outcome, expected, truth) for f in found]
         found = self._metamorphic(backend, case, outcome, paths)
         if not found and backend.executes and transform is None:
             found = self._divergence(key, case, outcome, paths)
         if not found and backend.executes and transform is not None:
-            found = transforms.per_example_findings(case, outcome, self.run, paths)
+            found = transforms.per_example_findings(case, outcome, self.run, paths, truth)
         return found
 
-    def _blamed(self, finding: Finding, judged: Case, outcome: Outcome, expected: Sequence[np.ndarray]) -> Finding:
+    def _blamed(self, finding: Finding, judged: Case, outcome: Outcome, expected: Sequence[np.ndarray],
+                truth: Truth | None) -> Finding:
         if finding.kind != "mismatch" or outcome.outputs is None or len(outcome.outputs) != len(expected):
             return finding
-        table = oracles.compare_outputs(["out"] * len(expected), outcome.outputs, expected, judged.spec.tolerance)
+        table = oracles.compare_outputs(["out"] * len(expected), outcome.outputs, expected, judged.spec.tolerance,
+                                        truth)
         errors = [np.abs(np.asarray(a, np.float64) - np.asarray(e, np.float64)) if c.bad is not None else None
                   for c, a, e in zip(table, outcome.outputs, expected, strict=True)]
         return self._with_blame(finding, judged.inputs, [c.bad for c in table], errors)

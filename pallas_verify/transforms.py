@@ -26,9 +26,11 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from pallas_verify import reference
 from pallas_verify.case import Case, Outcome
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.findings import Finding
+from pallas_verify.reference import Truth, reference_outputs, spec_truth
 from pallas_verify.spec import TRANSFORMS, KernelSpec, Tolerance
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "RULES",
     "expected_outputs",
     "extend",
+    "ground_truth",
     "judged",
     "kernel_under",
     "per_example_findings",
@@ -47,9 +50,10 @@ __all__ = [
 MIN_BATCH = 2
 #: Largest batch ``vmap`` draws (shrinks towards MIN_BATCH).
 MAX_BATCH = 3
-#: Gradients sum over the axes the forward broadcast over (an extra reduction per
-#: input): their tolerance is the forward's times this factor, and the absolute part is
-#: scaled by the largest expected gradient (rounding grows with the terms, not the sum).
+#: Under an explicit ``pv.Tolerance`` only (by default gradients are judged against their
+#: own float64 ground truth): gradients sum over the axes the forward broadcast over (an
+#: extra reduction per input), so their tolerance is the forward's times this factor, and
+#: the absolute part is scaled by the largest expected gradient.
 GRAD_TOLERANCE_FACTOR = 8.0
 
 Arrays = tuple[np.ndarray, ...]
@@ -89,11 +93,19 @@ def _unbatch(inputs: Arrays, b: int) -> Arrays:
 
 
 def _vmap_expected(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
-    from pallas_verify.runner import reference_outputs
-
     per_example = [reference_outputs(spec, config, _unbatch(inputs, b)) for b in range(len(inputs[0]))]
     outputs = [np.stack(leaves) for leaves in zip(*(outs for outs, _ in per_example), strict=True)]
     return outputs, [f"vmap({p})" for p in per_example[0][1]]
+
+
+def _vmap_truth(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> Truth:
+    per_example = [spec_truth(spec, config, _unbatch(inputs, b)) for b in range(len(inputs[0]))]
+    depth = max(t.depth for t in per_example)
+    missing = next((t for t in per_example if t.outputs is None), None)
+    if missing is not None:
+        return Truth(outputs=None, reason=missing.reason, depth=depth)
+    return Truth(outputs=[np.stack(leaves) for leaves in zip(*(t.outputs or [] for t in per_example), strict=True)],
+                 depth=depth)
 
 
 # --- grad ---------------------------------------------------------------------------
@@ -153,11 +165,25 @@ def _grad_wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
     return lambda *xs: _vjp(fn, xs)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=256)
+def _reference_vjp(reference: Any, config_items: tuple[tuple[str, Any], ...]) -> Any:
+    return _grad_wrap(functools.partial(reference, **dict(config_items)))
+
+
+@functools.lru_cache(maxsize=256)
 def _jit_reference_vjp(reference: Any, config_items: tuple[tuple[str, Any], ...]) -> Any:
     import jax
 
-    return jax.jit(_grad_wrap(functools.partial(reference, **dict(config_items))))
+    return jax.jit(_reference_vjp(reference, config_items))
+
+
+def _grad_truth(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> Truth:
+    """The reference's VJP evaluated in float64 (primals and cotangents upcast)."""
+    try:
+        fn = _reference_vjp(spec.reference, tuple(sorted(config.items())))
+    except TypeError:  # unhashable config values: no cache
+        fn = _grad_wrap(functools.partial(spec.reference, **config))
+    return reference.ground_truth(fn, inputs)
 
 
 def _grad_expected(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
@@ -174,11 +200,9 @@ def _grad_expected(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) 
 
 
 def _grad_tolerance(spec: KernelSpec, expected: Sequence[np.ndarray]) -> Tolerance | None:
-    from pallas_verify.tolerance import default_tolerance
-
-    if not expected:
+    if not expected or spec.tolerance is None:
         return spec.tolerance
-    base = spec.tolerance or max((default_tolerance(e.dtype) for e in expected), key=lambda t: t.rtol)
+    base = spec.tolerance
     finite = [np.abs(e[np.isfinite(e)].astype(np.float64)) for e in expected]
     scale = max((float(f.max()) for f in finite if f.size), default=0.0)
     factor = GRAD_TOLERANCE_FACTOR
@@ -197,19 +221,22 @@ class Rule:
         another example's inputs for the same config.
       wrap: the kernel (bound to its config) -> the transformed call of the extended inputs.
       expected: ``(spec, config, extended inputs) -> (outputs, paths)`` from the reference.
-      tolerance: ``(spec, expected outputs) -> Tolerance`` used to compare; None: the spec's.
+      truth: ``(spec, config, extended inputs) -> Truth``: the same in float64.
+      tolerance: ``(spec, expected outputs) -> Tolerance`` used to compare under an
+        explicit spec tolerance; None: the spec's.
     """
 
     name: str
     extend: Callable[..., Arrays]
     wrap: Callable[[Callable[..., Any]], Callable[..., Any]]
     expected: Callable[..., tuple[list[np.ndarray], list[str]]]
+    truth: Callable[..., Truth]
     tolerance: Callable[[KernelSpec, Sequence[np.ndarray]], Tolerance | None] | None = None
 
 
 RULES: Mapping[str, Rule] = {
-    "vmap": Rule(name="vmap", extend=_vmap_extend, wrap=_vmap_wrap, expected=_vmap_expected),
-    "grad": Rule(name="grad", extend=_grad_extend, wrap=_grad_wrap, expected=_grad_expected,
+    "vmap": Rule(name="vmap", extend=_vmap_extend, wrap=_vmap_wrap, expected=_vmap_expected, truth=_vmap_truth),
+    "grad": Rule(name="grad", extend=_grad_extend, wrap=_grad_wrap, expected=_grad_expected, truth=_grad_truth,
                  tolerance=_grad_tolerance),
 }
 assert tuple(RULES) == TRANSFORMS, "every transform of spec.TRANSFORMS needs exactly one rule"
@@ -247,8 +274,14 @@ def expected_outputs(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays
     return _rule(transform).expected(spec, config, inputs)
 
 
+def ground_truth(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays, transform: str) -> Truth:
+    """The float64 ground truth of the reference under ``transform`` on the extended ``inputs``."""
+    return _rule(transform).truth(spec, config, inputs)
+
+
 def judged(case: Case, expected: Sequence[np.ndarray] | None) -> Case:
-    """``case`` with the tolerance its transform compares with (grad: scaled)."""
+    """``case`` with the tolerance its transform compares with (grad under an explicit
+    tolerance: scaled; by default the precision oracle needs no tolerance)."""
     rule = RULES.get(case.transform or "")
     if rule is None or rule.tolerance is None or expected is None:
         return case
@@ -257,8 +290,10 @@ def judged(case: Case, expected: Sequence[np.ndarray] | None) -> Case:
 
 
 def per_example_findings(case: Case, outcome: Outcome, run: Callable[[Case], Outcome],
-                         paths: Sequence[str]) -> list[Finding]:
-    """vmap: each example of the batch must match the kernel run on that example alone."""
+                         paths: Sequence[str], truth: Truth | None = None) -> list[Finding]:
+    """vmap: each example of the batch must match the kernel run on that example alone
+    (by default: the batched kernel's error against the float64 ground truth within the
+    bound of the lone kernel's error)."""
     from pallas_verify.oracles import compare_outputs
 
     if case.transform != "vmap" or outcome.outputs is None:
@@ -268,7 +303,8 @@ def per_example_findings(case: Case, outcome: Outcome, run: Callable[[Case], Out
         if not alone.ok or alone.outputs is None:
             continue  # the bare kernel's own failure is the bare search's finding
         batched = [np.asarray(out[b]) for out in outcome.outputs]
-        table = compare_outputs([f"{p}[{b}]" for p in paths], batched, alone.outputs, case.spec.tolerance)
+        table = compare_outputs([f"{p}[{b}]" for p in paths], batched, alone.outputs, case.spec.tolerance,
+                                _example(truth, b))
         bad = [c.describe() for c in table if not c.ok]
         if bad:
             return [Finding(kind="mismatch", kernel=case.spec.name, backend=case.backend, config=dict(case.config),
@@ -276,3 +312,10 @@ def per_example_findings(case: Case, outcome: Outcome, run: Callable[[Case], Out
                             message=f"under vmap, example {b} of the batch differs from the kernel run on that "
                             "example alone:\n" + "\n".join(bad))]
     return []
+
+
+def _example(truth: Truth | None, b: int) -> Truth | None:
+    """Example ``b`` of a vmap ground truth."""
+    if truth is None or truth.outputs is None:
+        return truth
+    return dataclasses.replace(truth, outputs=[np.asarray(t[b]) for t in truth.outputs])

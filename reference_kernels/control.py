@@ -59,7 +59,6 @@ AXPY_INPLACE = pv.KernelSpec(
                       "block_cols", "grid", "dimension_semantics", "dtype"),
     configs=_AXPY_CONFIGS,
     inputs=_one_or_two(2),
-    tolerance=pv.Tolerance(rtol=1e-6, atol=1e-6),
     features=("aliasing", "in_place"),
 )
 
@@ -113,6 +112,5 @@ BRANCH_LOOP = pv.KernelSpec(
     reference=without(branch_loop_reference, "rows", "cols"),
     configs=_branch_configs(),
     inputs=_one_or_two(1),
-    tolerance=pv.Tolerance(rtol=1e-6, atol=1e-6),
     features=("control_flow", "when", "fori_loop", "ragged"),
 )

@@ -161,6 +161,5 @@ RUN_SCOPED_COPY = pv.KernelSpec(
     reference=without(jnp.tanh, "rows", "cols", "chunk"),
     configs=_chunk_configs(),
     inputs=_x,
-    tolerance=pv.Tolerance(rtol=1e-6, atol=1e-6),
     features=("run_scoped", "manual_dma", "semaphores"),
 )

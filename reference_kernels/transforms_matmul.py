@@ -112,7 +112,6 @@ MATMUL_VJP = pv.KernelSpec(
     reference=without(matmul_reference, *_SIZES, "bm", "bn", "bk"),
     configs=matmul_vjp_configs(),
     inputs=matmul_vjp_inputs,
-    tolerance=pv.Tolerance(rtol=1e-5, atol=1e-4),
     features=("matmul", "accumulator", "custom_vjp"),
     transforms=("vmap", "grad"),
     bitwise_stable=False,

@@ -101,7 +101,6 @@ LAYER_NORM_VJP = pv.KernelSpec(
     reference=without(layer_norm_reference, "rows", "cols", "block_rows"),
     configs=_configs(),
     inputs=_inputs,
-    tolerance=pv.Tolerance(rtol=1e-4, atol=1e-4),
     features=("reduction", "row_blocked", "normalization", "custom_vjp"),
     transforms=("grad",),
     bitwise_stable=False,

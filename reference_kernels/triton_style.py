@@ -96,7 +96,6 @@ ATOMIC_BLOCK_SUM = pv.KernelSpec(
     reference=without(atomic_block_sum_reference, "n"),
     configs=_configs(),
     inputs=_x,
-    tolerance=pv.Tolerance(rtol=1e-5, atol=1e-5),
     platforms=("gpu",),
     features=("atomics", "masked_load", "aliasing"),
     unsupported=_TRITON_ONLY,

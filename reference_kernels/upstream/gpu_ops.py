@@ -54,7 +54,6 @@ GPU_ATTENTION = pv.KernelSpec(
     reference=without(attention_reference, "batch", "seq", "heads", "d"),
     configs=_attention_configs(),
     inputs=_attention_inputs,
-    tolerance=pv.Tolerance(rtol=1e-4, atol=1e-4),
     platforms=("gpu",),
     features=("attention", "online_softmax", "masked_load", "upstream"),
     unsupported={"gpu_interpret": "GPU interpret mode runs pallas_call only with whole-array "
@@ -82,7 +81,6 @@ _ROWS = ("batch", "rows", "cols")
 VMAP_GPU_INTERPRET = {
     "gpu_interpret": "GPU interpret mode cannot vmap a pallas_call (TypeError: "
     "_pallas_call_batching_rule() got an unexpected keyword argument 'kernel_arg_transforms')"}
-_NORM_TOL = pv.Tolerance(rtol=1e-4, atol=1e-4)
 
 GPU_LAYER_NORM = pv.KernelSpec(
     name="upstream_gpu_layer_norm",
@@ -90,7 +88,6 @@ GPU_LAYER_NORM = pv.KernelSpec(
     reference=without(gpu_layer_norm.layer_norm_reference, *_ROWS),
     configs=_row_configs(),
     inputs=_norm_inputs,
-    tolerance=_NORM_TOL,
     platforms=("gpu",),
     features=("normalization", "reduction", "masked_load", "vmap", "upstream"),
     unsupported=VMAP_GPU_INTERPRET,
@@ -103,7 +100,6 @@ GPU_RMS_NORM = pv.KernelSpec(
     reference=without(gpu_rms_norm.rms_norm_reference, *_ROWS),
     configs=_row_configs(),
     inputs=_norm_inputs,
-    tolerance=_NORM_TOL,
     platforms=("gpu",),
     features=("normalization", "reduction", "masked_load", "vmap", "upstream"),
     unsupported=VMAP_GPU_INTERPRET,
@@ -116,7 +112,6 @@ GPU_SOFTMAX = pv.KernelSpec(
     reference=without(lambda x: jax.nn.softmax(x, axis=-1), *_ROWS),
     configs=_row_configs(),
     inputs=lambda c: seeded(lambda rng: (normal(rng, (c["batch"], c["rows"], c["cols"])) * 3,)),
-    tolerance=pv.Tolerance(rtol=1e-5, atol=1e-6),
     platforms=("gpu",),
     features=("reduction", "masked_load", "vmap", "upstream"),
     unsupported=VMAP_GPU_INTERPRET,

@@ -15,6 +15,8 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 from jax.experimental.pallas import tpu as pltpu
 
 import pallas_verify as pv
+from pallas_verify.oracles import compare_outputs
+from pallas_verify.reference import Truth, spec_truth
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -97,25 +99,16 @@ def reference(spec: pv.KernelSpec, config: dict, inputs: tuple) -> list[np.ndarr
     return [np.asarray(leaf) for leaf in jax.tree.leaves(out)]
 
 
-def tolerance(spec: pv.KernelSpec, dtype: np.dtype) -> tuple[float, float]:
-    """(rtol, atol): the spec's override, else a dtype-appropriate default."""
-    if spec.tolerance is not None:
-        return spec.tolerance.rtol, spec.tolerance.atol
-    if dtype == np.dtype(jax.numpy.bfloat16) or dtype == np.float16:
-        return 2e-2, 2e-2
-    if np.issubdtype(dtype, np.floating):
-        return 1e-5, 1e-5
-    return 0.0, 0.0
+def ground_truth(spec: pv.KernelSpec, config: dict, inputs: tuple) -> Truth:
+    """The reference evaluated in float64 (what the default oracle judges against)."""
+    return spec_truth(spec, config, inputs)
 
 
-def assert_matches(spec: pv.KernelSpec, got: list[np.ndarray], want: list[np.ndarray]) -> None:
-    """Every output leaf matches the reference's in shape, dtype and value."""
+def assert_matches(spec: pv.KernelSpec, got: list[np.ndarray], want: list[np.ndarray], truth: Truth | None = None) -> None:
+    """Every output leaf matches the reference's in shape, dtype and value, judged as
+    ``verify`` judges: the spec's tolerance if it has one, else the precision oracle."""
     assert len(got) == len(want), f"{spec.name}: {len(got)} outputs, reference has {len(want)}"
-    for index, (g, w) in enumerate(zip(got, want, strict=True)):
-        where = f"{spec.name} output {index}"
-        assert g.shape == w.shape, f"{where}: shape {g.shape}, reference {w.shape}"
-        assert g.dtype == w.dtype, f"{where}: dtype {g.dtype}, reference {w.dtype}"
-        rtol, atol = tolerance(spec, w.dtype)
-        np.testing.assert_allclose(
-            g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol,
-            err_msg=where)
+    paths = [f"{spec.name} output {i}" for i in range(len(want))]
+    table = compare_outputs(paths, got, want, spec.tolerance, truth if spec.tolerance is None else None)
+    bad = [c.describe() for c in table if not c.ok]
+    assert not bad, "\n".join(bad)

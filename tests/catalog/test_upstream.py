@@ -10,6 +10,7 @@ import pytest
 from catalog_interpreters import (
     applicable,
     assert_matches,
+    ground_truth,
     minimal_example,
     missing_devices,
     reference,
@@ -47,7 +48,8 @@ def test_upstream_kernel_matches_reference(spec, interp, data):
         pytest.skip(reason)  # tests/catalog/test_upstream_collective.py runs it with 4 devices
     config = data.draw(spec.configs, label="config")
     inputs = data.draw(spec.inputs(config), label="inputs")
-    assert_matches(spec, run(spec, interp, config, inputs), reference(spec, config, inputs))
+    assert_matches(spec, run(spec, interp, config, inputs), reference(spec, config, inputs),
+                   ground_truth(spec, config, inputs))
 
 
 @pytest.mark.parametrize(("spec", "interp"), _cases(supported=False))

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import pallas_verify as pv
 from pallas_verify import _jax_compat, transforms
 from pallas_verify.backends import registry
 from pallas_verify.case import Case, ErrorInfo, Outcome
@@ -90,12 +91,27 @@ def test_vmap_reference_is_stacked_per_example():
     np.testing.assert_allclose(outputs[0], np.stack([3 * X, -3 * X]))
 
 
-def test_grad_tolerance_is_scaled_by_factor_and_magnitude():
-    case = Case(spec=k.TRIPLE, config={}, inputs=(), backend="interpret", transform="grad")
+def test_explicit_grad_tolerance_is_scaled_by_factor_and_magnitude():
+    spec = dataclasses.replace(k.TRIPLE, tolerance=pv.Tolerance(rtol=1.3e-6, atol=1e-5))
+    case = Case(spec=spec, config={}, inputs=(), backend="interpret", transform="grad")
     tol = transforms.judged(case, [np.full(4, 10.0, np.float32)]).spec.tolerance
     assert tol.rtol == pytest.approx(transforms.GRAD_TOLERANCE_FACTOR * 1.3e-6)
     assert tol.atol == pytest.approx(transforms.GRAD_TOLERANCE_FACTOR * (1e-5 + 1.3e-6 * 10))
-    assert transforms.judged(dataclasses.replace(case, transform="vmap"), [X]).spec.tolerance is None
+    assert transforms.judged(dataclasses.replace(case, transform="vmap"), [X]).spec.tolerance == spec.tolerance
+
+
+def test_default_grad_is_judged_against_its_own_ground_truth():
+    case = Case(spec=k.TRIPLE, config={}, inputs=(), backend="interpret", transform="grad")
+    assert transforms.judged(case, [np.full(4, 10.0, np.float32)]).spec.tolerance is None
+    x, ct = np.linspace(-1, 1, 4).astype(np.float32), np.ones(4, np.float32)
+    truth = transforms.ground_truth(k.TRIPLE, {}, (x, ct, np.arange(1, dtype=np.int32)), "grad")
+    assert truth.reason is None and truth.outputs[0].dtype == np.float64
+    np.testing.assert_allclose(truth.outputs[0], 3.0 * ct)
+
+
+def test_vmap_ground_truth_is_stacked_per_example():
+    truth = transforms.ground_truth(k.TRIPLE, {}, (np.stack([X, -X]),), "vmap")
+    np.testing.assert_allclose(truth.outputs[0], np.stack([3 * X, -3 * X]).astype(np.float64))
 
 
 @pytest.mark.parametrize(("transform", "backend", "marker", "expected"), [

@@ -1,0 +1,269 @@
+"""Reference outputs: at working precision, and a float64 ground truth.
+
+The working-precision outputs are what the reference returns on the example's inputs
+(jitted, config keys as keyword arguments). The ground truth is the same computation
+with every floating-point value carried in float64: the reference is traced at working
+precision, and its jaxpr is evaluated with float inputs upcast, float literals and
+constants upcast, and every float dtype an operation names (``astype``,
+``preferred_element_type``, ``iota``...) replaced by float64. Integer and bool values keep
+their dtypes. x64 is enabled only around that evaluation (a thread-local context), never
+around the kernel's run.
+
+When no ground truth can be had (the reference rounds with ``reduce_precision``, uses an
+operation the evaluation cannot lift, or raises in float64), ``Truth.outputs`` is None and
+``Truth.reason`` says why; ``Truth.depth`` is then the reduction depth visible in the
+reference's jaxpr, which the fallback bound grows with (``tolerance.compare``).
+
+Compiled functions are kept in bounded per-process caches keyed by the reference and
+its config; the per-example results are cached by the runner.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from pallas_verify.spec import KernelSpec
+
+__all__ = ["NoGroundTruth", "Truth", "ground_truth", "reduction_depth", "reference_outputs", "spec_truth"]
+
+Arrays = Sequence[np.ndarray]
+# Call-like primitives whose body is evaluated in place (one closed or open jaxpr param).
+_CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+          "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
+          "checkpoint": "jaxpr", "remat": "jaxpr"}
+# Reductions whose rounding error grows with the number of terms (max/min/argmax are exact).
+_SUMS = ("reduce_sum", "reduce_prod", "cumsum", "cumprod", "cumlogsumexp")
+
+
+class NoGroundTruth(Exception):
+    """The reference cannot be evaluated in float64; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Truth:
+    """The float64 ground truth of one example.
+
+    Attributes:
+      outputs: one float64 array per floating-point output (other outputs: their working
+        value, unused), or None when no ground truth could be had.
+      reason: why there is no ground truth (None when there is one).
+      depth: the largest number of terms rounded into one output element, as the
+        reference's jaxpr shows it (dot contractions, sums, scans); 1 when none.
+    """
+
+    outputs: list[np.ndarray] | None
+    reason: str | None = None
+    depth: int = 1
+
+
+# --- working precision --------------------------------------------------------------
+
+@functools.lru_cache(maxsize=512)
+def _jit_reference(reference: Any, config_items: tuple[tuple[str, Any], ...]) -> Any:
+    import jax
+
+    config = dict(config_items)
+    return jax.jit(lambda *xs: reference(*xs, **config))
+
+
+def reference_outputs(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
+    """The reference's outputs (numpy, flattened) and their paths (``out``, ``out[1]``...)."""
+    import jax
+
+    try:
+        fn = _jit_reference(spec.reference, tuple(sorted(config.items())))
+    except TypeError:  # unhashable config values: no cache
+        fn = jax.jit(lambda *xs: spec.reference(*xs, **config))
+    result = jax.block_until_ready(fn(*inputs))
+    leaves, _ = jax.tree_util.tree_flatten_with_path(result)
+    paths = ["out" + jax.tree_util.keystr(path) for path, _ in leaves]
+    return [np.asarray(leaf) for _, leaf in leaves], paths
+
+
+# --- float64 ground truth -----------------------------------------------------------
+
+def _is_float(dtype: Any) -> bool:
+    import jax.numpy as jnp
+
+    try:
+        return bool(jnp.issubdtype(dtype, jnp.floating))
+    except TypeError:
+        return False
+
+
+def _lift_value(x: Any) -> Any:
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        return x
+    return x.astype(np.float64) if _is_float(dtype) else x
+
+
+def _lift_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    lifted = {}
+    for key, value in params.items():
+        if isinstance(value, np.dtype) and _is_float(value):
+            value = np.dtype(np.float64)
+        lifted[key] = value
+    return lifted
+
+
+def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any]) -> list[Any]:
+    """Evaluate ``jaxpr`` with every floating-point value carried in float64."""
+    from jax.extend.core import DropVar, Literal
+
+    env: dict[Any, Any] = {}
+
+    def read(v: Any) -> Any:
+        return _lift_value(np.asarray(v.val, dtype=v.aval.dtype)) if isinstance(v, Literal) else env[v]
+
+    env.update(zip(jaxpr.constvars, (_lift_value(c) for c in consts), strict=True))
+    env.update(zip(jaxpr.invars, args, strict=True))
+    for eqn in jaxpr.eqns:
+        outs = _apply(eqn, [read(v) for v in eqn.invars])
+        for var, out in zip(eqn.outvars, outs, strict=True):
+            if not isinstance(var, DropVar):
+                env[var] = out
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _apply(eqn: Any, invals: list[Any]) -> list[Any]:
+    name = eqn.primitive.name
+    if name == "reduce_precision":
+        raise NoGroundTruth("the reference rounds to a fixed precision with lax.reduce_precision")
+    if name in _CALLS and _CALLS[name] in eqn.params:
+        inner = eqn.params[_CALLS[name]]
+        jaxpr, consts = (inner.jaxpr, inner.consts) if hasattr(inner, "consts") else (inner, ())
+        return _evaluate(jaxpr, consts, invals)
+    out = eqn.primitive.bind(*invals, **_lift_params(_lift_bodies(name, eqn.params)))
+    return list(out) if eqn.primitive.multiple_results else [out]
+
+
+def _lift_jaxpr(inner: Any) -> Any:
+    """A closed jaxpr param with its inputs, outputs and body carried in float64."""
+    import jax
+
+    if not hasattr(inner, "consts"):
+        raise NoGroundTruth("the reference uses a primitive with an open jaxpr body")
+    avals = [jax.ShapeDtypeStruct(v.aval.shape, np.float64 if _is_float(v.aval.dtype) else v.aval.dtype)
+             for v in inner.jaxpr.invars]
+    return jax.make_jaxpr(lambda *xs: _evaluate(inner.jaxpr, inner.consts, xs))(*avals)
+
+
+def _lift_bodies(name: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` with every jaxpr-valued entry (scan/while body, cond branches) lifted."""
+    from jax.extend.core import jaxprs_in_params
+
+    if name in _OPAQUE:
+        raise NoGroundTruth(f"the reference uses {name}, whose body cannot be evaluated in float64")
+    if not list(jaxprs_in_params(params)):
+        return dict(params)
+    lifted = {}
+    for key, value in params.items():
+        if hasattr(value, "jaxpr") and hasattr(value, "consts"):
+            value = _lift_jaxpr(value)
+        elif isinstance(value, tuple) and value and all(hasattr(v, "consts") for v in value):
+            value = tuple(_lift_jaxpr(v) for v in value)
+        elif list(jaxprs_in_params({key: value})):
+            raise NoGroundTruth(f"the reference uses {name}, whose body cannot be evaluated in float64")
+        lifted[key] = value
+    return lifted
+
+
+# Primitives whose bodies are not plain jax functions of their operands.
+_OPAQUE = ("pallas_call", "core_map", "shard_map", "custom_linear_solve", "custom_transpose_call")
+
+
+def reduction_depth(jaxpr: Any) -> int:
+    """How many terms the reference rounds into its outputs, from its jaxpr: the sizes of
+    every dot contraction, sum and cumulative op added up (a bound on the longest chain);
+    a loop body's depth counts times its length where the jaxpr says it (scan)."""
+    from jax.extend.core import jaxprs_in_params
+
+    total = 0
+    for eqn in jaxpr.eqns:
+        name, params = eqn.primitive.name, eqn.params
+        if name == "dot_general":
+            (contracting, _), _ = params["dimension_numbers"]
+            shape = eqn.invars[0].aval.shape
+            total += math.prod(shape[d] for d in contracting)
+        elif name in _SUMS:
+            shape = eqn.invars[0].aval.shape
+            axes = params.get("axes", (params.get("axis", 0),))
+            total += math.prod(shape[a] for a in axes)
+        inner = [reduction_depth(getattr(j, "jaxpr", j)) for j in jaxprs_in_params(params)]
+        if inner:
+            total += max(inner) * int(params.get("length", 1))
+    return max(total, 1)
+
+
+@functools.lru_cache(maxsize=256)
+def _lifted(fn: Callable[..., Any], avals: tuple[tuple[tuple[int, ...], str], ...]) -> tuple[Any, int, str | None]:
+    """(compiled float64 evaluation or None, reduction depth, why not) of ``fn`` at ``avals``.
+
+    Traced at working precision, then lifted and compiled under x64; a failure is kept in
+    the cache like a success, so a spec without a ground truth pays for it once.
+    """
+    import jax
+
+    try:
+        closed = jax.make_jaxpr(fn)(*(jax.ShapeDtypeStruct(s, np.dtype(d)) for s, d in avals))
+    except Exception as exc:  # the working-precision run reports a reference that cannot trace
+        return None, 1, f"the reference could not be traced: {type(exc).__name__}: {_first_line(exc)}"
+    depth = reduction_depth(closed.jaxpr)
+    lifted = [jax.ShapeDtypeStruct(s, np.float64 if _is_float(np.dtype(d)) else np.dtype(d)) for s, d in avals]
+    try:
+        with jax.enable_x64(True):
+            run = jax.jit(lambda *xs: _evaluate(closed.jaxpr, closed.consts, xs)).lower(*lifted).compile()
+    except NoGroundTruth as exc:
+        return None, depth, str(exc)
+    except Exception as exc:
+        return None, depth, f"the reference fails in float64: {type(exc).__name__}: {_first_line(exc)}"
+    return run, depth, None
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else ""
+
+
+def ground_truth(fn: Callable[..., Any], inputs: Arrays) -> Truth:
+    """``fn``'s outputs on ``inputs`` with every float value carried in float64."""
+    import jax
+
+    avals = tuple((tuple(np.shape(x)), str(np.asarray(x).dtype)) for x in inputs)
+    run, depth, reason = _lifted(fn, avals)
+    if run is None:
+        return Truth(outputs=None, reason=reason, depth=depth)
+    try:
+        with jax.enable_x64(True):
+            outs = jax.block_until_ready(run(*(_lift_value(np.asarray(x)) for x in inputs)))
+            outputs = [np.asarray(o) for o in outs]
+    except Exception as exc:
+        return Truth(outputs=None, reason=f"the reference raised {type(exc).__name__} in float64: "
+                     f"{_first_line(exc)}", depth=depth)
+    return Truth(outputs=outputs, depth=depth)
+
+
+@functools.lru_cache(maxsize=512)
+def _bound(reference: Any, config_items: tuple[tuple[str, Any], ...]) -> Callable[..., Any]:
+    return functools.partial(reference, **dict(config_items))
+
+
+def bound_reference(spec: KernelSpec, config: Mapping[str, Any]) -> Callable[..., Any]:
+    """``spec.reference`` with ``config`` bound, one object per (reference, config) so the
+    compiled ground truth is reused across examples."""
+    try:
+        return _bound(spec.reference, tuple(sorted(config.items())))
+    except TypeError:  # unhashable config values: no cache
+        return functools.partial(spec.reference, **config)
+
+
+def spec_truth(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> Truth:
+    """The ground truth of ``spec.reference`` on one example."""
+    return ground_truth(bound_reference(spec, config), inputs)
