@@ -31,6 +31,7 @@ class BackendResult:
       examples: examples run on this backend.
       seconds: wall time of the kernel's search.
       transform: None for the bare kernel, else the transform.
+      node: where it ran (campaigns: the executor's node names, comma-separated).
     """
 
     kernel: str
@@ -40,6 +41,7 @@ class BackendResult:
     examples: int = 0
     seconds: float = 0.0
     transform: str | None = None
+    node: str = ""
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -54,6 +56,7 @@ class Report:
     profile: str = "dev"
     seconds: float = 0.0
     interrupted: bool = False
+    executor: str | None = None
 
     def merge(self, other: Report) -> None:
         """Fold another report (e.g. one kernel's) into this one."""
@@ -74,6 +77,7 @@ class Report:
             "profile": self.profile,
             "seconds": round(self.seconds, 3),
             "interrupted": self.interrupted,
+            "executor": self.executor,
             "kernels": kernels,
             "backends": list(self.backends),
             "findings": [finding_dict(f) for f in self.findings],
@@ -92,7 +96,7 @@ class Report:
         kernels = [{k: v for k, v in kernel.items() if k != "results"} for kernel in data["kernels"]]
         return cls(kernels=kernels, backends=list(data["backends"]), findings=findings, results=results,
                    seed=data.get("seed"), profile=data.get("profile", "dev"), seconds=data.get("seconds", 0.0),
-                   interrupted=data.get("interrupted", False))
+                   interrupted=data.get("interrupted", False), executor=data.get("executor"))
 
 
 _FINDING_FIELDS = {f.name for f in dataclasses.fields(Finding)}
