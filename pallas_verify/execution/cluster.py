@@ -77,7 +77,13 @@ class RayExecutor(Executor):
     def _init(self, address: str | None) -> None:
         kwargs: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
         if address is None and not os.environ.get("RAY_ADDRESS"):
-            # A fresh local instance: loopback only, and workers import what we import.
+            # A fresh local instance: loopback only (Ray's single-host mode, read from this
+            # variable by the processes it starts and from its constant here), and workers
+            # import what we import.
+            from ray._private import ray_constants
+
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+            ray_constants.ENABLE_RAY_CLUSTER = False
             path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
             kwargs.update(_node_ip_address="127.0.0.1", include_dashboard=False,
                           runtime_env={"env_vars": {"PYTHONPATH": path}})

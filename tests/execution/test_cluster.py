@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -119,29 +120,31 @@ class _Log(io.StringIO):
 def test_a_node_removed_mid_campaign_loses_no_finding(cluster, tmp_path):
     doomed = cluster.nodes.add_node(num_cpus=2)
     cluster.nodes.wait_for_nodes()
-    log, removed = _Log(), []
+    log, removed, ended = _Log(), [], threading.Event()
 
     def remove_after_the_first_finding() -> None:
-        deadline = time.monotonic() + 60
-        while not any(line.startswith("[mismatch]") for _, line in log.lines) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        time.sleep(1.0)
+        while not any(line.startswith("[mismatch]") for _, line in log.lines):
+            if ended.wait(0.2):
+                return
         removed.append(time.monotonic())
         cluster.nodes.remove_node(doomed)
 
     remover = threading.Thread(target=remove_after_the_first_finding)
     remover.start()
-    report = fuzz(FuzzOptions(targets=(MUTANT, TWIN), backends=("interpret", "tpu_interpret"), seed=11,
-                              slice_examples=2, executor="ray", workers=4, budget_s=300, max_slices=12,
-                              out_dir=tmp_path),
-                  stream=log)
+    try:
+        report = fuzz(FuzzOptions(targets=(MUTANT, TWIN), backends=("interpret", "tpu_interpret"), seed=11,
+                                  slice_examples=2, executor="ray", workers=4, budget_s=600, max_slices=12,
+                                  out_dir=tmp_path),
+                      stream=log)
+    finally:
+        ended.set()
     remover.join()
     data, cells = _cells(tmp_path)
     assert removed, "the node was never removed"
     assert not data["interrupted"]
     before = {line.split(" (")[0] for t, line in log.lines if t < removed[0] and line.startswith("[")}
     after = {f"[{f['kind']}] {f['kernel']} on {f['backend']}" for f in data["findings"]}
-    assert before and before <= after
+    assert before and before <= after, log.getvalue()
     assert {("rotated_index_map", "mismatch")} <= {(f.kernel, f.kind) for f in report.findings}
     assert all(r["status"] in ("pass", "fail") and r["examples"] > 0 for r in cells.values()), cells
 
@@ -157,3 +160,41 @@ def test_the_same_seed_and_slices_give_the_same_findings_locally_and_on_ray(clus
     local, ray = findings("local"), findings("ray")
     assert local == ray
     assert ("mismatch", "rotated_index_map", "interpret") in local
+
+
+def test_sigint_cancels_outstanding_tasks_and_still_writes_a_complete_report(cluster, tmp_path):
+    ended, log = threading.Event(), _Log()
+
+    def interrupt() -> None:  # a few seconds into the run, while units run
+        while not any(line.startswith("pallas-verify fuzz:") for _, line in log.lines):
+            if ended.wait(0.1):
+                return
+        if not ended.wait(3.0):
+            os.kill(os.getpid(), signal.SIGINT)  # fuzz's own handler takes it while it runs
+
+    threading.Thread(target=interrupt).start()
+    try:
+        started = time.monotonic()
+        report = fuzz(FuzzOptions(targets=(MUTANT, TWIN), backends=("interpret", "tpu_interpret"), seed=2,
+                                  executor="ray", workers=4, budget_s=600, out_dir=tmp_path), stream=log)
+    finally:
+        ended.set()
+    assert report.interrupted
+    assert time.monotonic() - started < 120  # the budget was 600 s: the running tasks were cancelled
+    data, cells = _cells(tmp_path)
+    assert data["interrupted"] is True and data["executor"] == "ray"
+    assert set(cells) == {(k, b) for k in ("rotated_index_map", "block_copy") for b in ("interpret", "tpu_interpret")}
+
+
+def test_conformance_units_on_ray_record_their_nodes(cluster, tmp_path):
+    from pallas_verify.conformance import run_conformance
+    from pallas_verify.execution.cluster import RayExecutor
+    from pallas_verify.loader import load_spec
+
+    with RayExecutor() as executor:
+        report = run_conformance([load_spec(str(Path(__file__).with_name("portable_add.py")) + "::ADD_ONE")],
+                                 backends="interpret", max_examples=2, out_dir=tmp_path, progress=lambda _: None,
+                                 executor=executor)
+    assert report.executor == "ray"
+    assert [r.status for r in report.results] == ["pass"]
+    assert report.results[0].node.startswith(cluster.host + ":")
