@@ -32,6 +32,7 @@ class Scale:
         time limit, and which mutants (empty: all).
       scaling_examples, scaling_specs: examples per kernel and backend; how many specs.
       grid_points: grid sizes of the cost series.
+      cluster_units, night_budget_s: fuzz slices timed per executor; budget of each night.
     """
 
     overhead_examples: int
@@ -45,6 +46,8 @@ class Scale:
     scaling_examples: int
     scaling_specs: int
     grid_points: tuple[int, ...]
+    cluster_units: int = 12
+    night_budget_s: float = 20.0
 
 
 SCALES: dict[str, Scale] = {
@@ -54,7 +57,7 @@ SCALES: dict[str, Scale] = {
     "tiny": Scale(overhead_examples=1, overhead_repeats=2, search_examples=1, shrink_budget_s=1.0,
                   metamorphic_examples=1, budget_s=8.0, case_timeout_s=5.0,
                   mutants=("rotated_index_map", "read_before_wait"), scaling_examples=1, scaling_specs=1,
-                  grid_points=(1, 2)),
+                  grid_points=(1, 2), cluster_units=4, night_budget_s=15.0),
 }
 
 
@@ -89,6 +92,12 @@ def _cost(scale: Scale) -> dict[str, Any]:
     return cost(grid_points=scale.grid_points)
 
 
+def _cluster(scale: Scale) -> dict[str, Any]:
+    from benchmarks.cluster import cluster
+
+    return cluster(units=scale.cluster_units, budget_s=scale.night_budget_s)
+
+
 #: Section name -> (runner, keys lifted to the top level of results.json).
 SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] = {
     "overhead": (_overhead, ("overhead_ratio", "overhead_ratio_in_process")),
@@ -98,6 +107,7 @@ SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] =
                                "detect_ratio_vs_best_baseline")),
     "scaling": (_scaling, ("examples_per_s",)),
     "cost": (_cost, ("recommended_max_grid_points",)),
+    "cluster": (_cluster, ("ray_overhead_ratio", "night1_find_s", "night2_refind_s")),
 }
 
 
