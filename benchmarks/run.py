@@ -47,7 +47,7 @@ class Scale:
     scaling_specs: int
     grid_points: tuple[int, ...]
     cluster_units: int = 12
-    night_budget_s: float = 20.0
+    night_budget_s: float = 120.0
 
 
 SCALES: dict[str, Scale] = {
@@ -57,7 +57,7 @@ SCALES: dict[str, Scale] = {
     "tiny": Scale(overhead_examples=1, overhead_repeats=2, search_examples=1, shrink_budget_s=1.0,
                   metamorphic_examples=1, budget_s=8.0, case_timeout_s=5.0,
                   mutants=("rotated_index_map", "read_before_wait"), scaling_examples=1, scaling_specs=1,
-                  grid_points=(1, 2), cluster_units=4, night_budget_s=15.0),
+                  grid_points=(1, 2), cluster_units=6, night_budget_s=120.0),
 }
 
 
