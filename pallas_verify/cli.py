@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 from collections.abc import Sequence
 
@@ -77,6 +78,7 @@ def _fuzz_parser(sub: argparse._SubParsersAction) -> None:
     fuzz.add_argument("--seed", type=int, default=None)
     fuzz.add_argument("--slice-examples", type=int, default=5, metavar="N", help="examples per slice (default 5)")
     fuzz.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS", help="per-case time limit")
+    _shrink_budget(fuzz)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -84,6 +86,22 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--out", default="pv-out", metavar="DIR", help="reproducers and reports go here")
     parser.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS", help="per-case time limit")
+    _shrink_budget(parser)
+
+
+def _shrink_budget(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shrink-budget", type=_seconds, default=60.0, metavar="SECONDS",
+                        help="time spent shrinking a failure to its minimal example, per backend (default 60)")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0; write e.g. 30 or 0.5")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,23 +129,43 @@ def _cmd_backends(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from pallas_verify.engine import verify
+    from pallas_verify.errors import InvalidSpec
     from pallas_verify.loader import load_specs
+    from pallas_verify.profiles import profile_settings
     from pallas_verify.report import Report
     from pallas_verify.summary import print_summary
 
-    report = Report(seed=args.seed, profile=args.profile)
-    for spec in load_specs(args.target):
-        report.merge(verify(spec, args.backends, args.max_examples, args.seed, profile=args.profile,
-                            out_dir=args.out, timeout_s=args.timeout))
+    seed = _seed(args.seed, derandomized=profile_settings(args.profile).derandomize)
+    specs = load_specs(args.target)
+    print(f"pallas-verify verify: seed={seed} (rerun this search with --seed {seed})", flush=True)
+    report = Report(seed=seed, profile=args.profile)
+    for spec in specs:
+        try:
+            report.merge(verify(spec, args.backends, args.max_examples, seed, profile=args.profile,
+                                out_dir=args.out, timeout_s=args.timeout, shrink_budget_s=args.shrink_budget))
+        except InvalidSpec as exc:  # the other specs still run; the report says why this one did not
+            report.invalid.append({"kernel": spec.name, "reason": str(exc)})
     print_summary(report)
     if args.json:
         report.write_json(args.json)
+    for bad in report.invalid:
+        print(f"pallas-verify: error: {bad['reason']}", file=sys.stderr)
+    if report.invalid:
+        return EXIT_USAGE
     return EXIT_FINDINGS if report.findings else EXIT_CLEAN
 
 
 def _workers(args: argparse.Namespace, local_default: int) -> int | None:
     """--workers, or its default: ``local_default`` locally, the cluster's CPU count on ray."""
     return args.workers if args.workers is not None or args.executor != "local" else local_default
+
+
+def _seed(seed: int | None, *, derandomized: bool) -> int:
+    """The seed of a run: the one given, 0 for a derandomized profile (ci: the same run
+    every time), else a fresh random one. Printed and recorded, it repeats the search."""
+    if seed is not None:
+        return seed
+    return 0 if derandomized else random.SystemRandom().randrange(2**32)
 
 
 def _cmd_fuzz(args: argparse.Namespace) -> int:
@@ -141,7 +179,8 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
                           budget_s=parse_budget(args.budget), out_dir=Path(args.out),
                           workers=_workers(args, os.cpu_count() or 1), seed=args.seed,
                           slice_examples=args.slice_examples, timeout_s=args.timeout, executor=args.executor,
-                          ray_address=args.ray_address, db=args.db, hardware=args.hardware)
+                          ray_address=args.ray_address, db=args.db, hardware=args.hardware,
+                          shrink_budget_s=args.shrink_budget)
     report = fuzz(options)
     return EXIT_FINDINGS if report.findings else EXIT_CLEAN
 

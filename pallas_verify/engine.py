@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from pallas_verify import transforms
 from pallas_verify.backends import registry
 from pallas_verify.backends.base import Backend
+from pallas_verify.backends.execute import config_key
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.findings import Finding
 from pallas_verify.profiles import profile_settings
@@ -79,6 +80,9 @@ class _Search:
     seen: dict[str, _Found] = dataclasses.field(default_factory=dict)
     unsupported: str | None = None
     transform: str | None = None
+    max_examples: int = 0
+    shrink_steps: int = 0
+    shrink: _ShrinkProgress = dataclasses.field(default_factory=lambda: _ShrinkProgress())
 
     def example(self, data: st.DataObject) -> None:
         config = _draw(data, self.spec.configs, "configs", dict)
@@ -89,14 +93,20 @@ class _Search:
         key = example_key(config, inputs) + repr(mode)
         if key in self.seen:  # Hypothesis replays the minimal example: no need to rerun it
             raise self.seen[key]
-        if self._shrink_over_budget() or self.unsupported:
+        if self._shrink_over_budget() or self.unsupported or self.shrink.stopped:
             return  # stop shrinking (or searching): every new candidate is uninteresting
-        self.examples += 1
+        generating = self._generating()
+        if generating:
+            self.examples += 1
+        else:
+            self.shrink_steps += 1
         try:
             findings = self._findings(config, inputs, mode)
         except Unsupported as exc:
             self.unsupported = str(exc)
             return
+        if not generating:
+            self.shrink.step(config, findings)
         if findings:
             now = time.perf_counter() - self.kernel_started
             self.first_failure = self.first_failure or time.perf_counter()
@@ -121,8 +131,59 @@ class _Search:
             return self.runner.static_findings(config, inputs)
         return self.runner.check(config, inputs, self.backend, mode, transform=self.transform)
 
+    def _generating(self) -> bool:
+        """Whether Hypothesis is still generating examples rather than shrinking a failure.
+
+        It generates until ``max_examples`` examples have run, and stops generating
+        ``_GENERATE_AFTER_FAILURE_S`` after the first failure; every later call is a shrink step.
+        """
+        if self.first_failure is None:
+            return True
+        recent = time.perf_counter() - self.first_failure <= _GENERATE_AFTER_FAILURE_S
+        return recent and self.examples < self.max_examples
+
     def _shrink_over_budget(self) -> bool:
         return self.first_failure is not None and time.perf_counter() - self.first_failure > self.shrink_budget_s
+
+
+# Hypothesis keeps generating for up to 10 s after its first failure (should_generate_more).
+_GENERATE_AFTER_FAILURE_S = 10.0
+# Shrinking stops after this many steps that failed exactly as the last failure did (same
+# config, same kind and message, for kinds whose evidence does not depend on the input
+# values): simpler input values would not make such a finding more useful.
+_SAME_FAILURE_PATIENCE = 8
+# ... and after this many steps without a new failing candidate.
+_STALL_PATIENCE = 100
+_INPUT_BLIND = frozenset({"exception", "compile_error", "crash", "timeout"})
+
+
+@dataclasses.dataclass
+class _ShrinkProgress:
+    """Whether shrinking still makes a finding more useful; ``stopped`` once it cannot.
+
+    The reported example stays the smallest one that actually failed: after ``stopped``
+    every new candidate passes without running, and Hypothesis reports the last failure.
+    """
+
+    last: tuple[str, str, str] | None = None
+    same: int = 0
+    stale: int = 0
+    stopped: str | None = None
+
+    def step(self, config: dict[str, Any], findings: list[Finding]) -> None:
+        if not findings:
+            self.stale += 1
+        else:
+            first = findings[0]
+            outcome = (config_key(config), first.kind, first.message)
+            same = first.kind in _INPUT_BLIND and outcome == self.last
+            self.same = self.same + 1 if same else 0
+            self.stale = self.stale + 1 if same else 0
+            self.last = outcome
+        if self.same >= _SAME_FAILURE_PATIENCE:
+            self.stopped = f"{self.same} shrink steps failed the same way at the same config"
+        elif self.stale >= _STALL_PATIENCE:
+            self.stopped = f"{self.stale} shrink steps without a smaller failing example"
 
 
 def _draw(data: st.DataObject, strategy: Any, field: str, kind: type) -> Any:
@@ -190,8 +251,10 @@ def _finish(findings: list[tuple[Finding, dict[str, Any]]], search: _Search, run
     done = []
     for finding, example in findings:
         seconds, examples = search.first_seen.get(finding.kind, (0.0, 0))
-        finding = dataclasses.replace(finding, elapsed_s=seconds,
-                                      evidence={**finding.evidence, "examples_to_detect": examples})
+        evidence = {**finding.evidence, "examples_to_detect": examples}
+        if search.shrink.stopped:
+            evidence["shrink_stopped"] = search.shrink.stopped
+        finding = dataclasses.replace(finding, elapsed_s=seconds, evidence=evidence)
         done.append(write_reproducer(finding, example, runner.spec_ref, out_dir))
     return done
 
@@ -223,7 +286,10 @@ def _run_search(
     if seed is not None:
         overrides["derandomize"] = False
 
-    @hypothesis.settings(profile_settings(profile), **overrides)
+    settings = hypothesis.settings(profile_settings(profile), **overrides)
+    search.max_examples = settings.max_examples
+
+    @settings
     @hypothesis.given(st.data())
     def run(data: st.DataObject) -> None:
         search.example(data)
@@ -239,7 +305,8 @@ def _run_search(
     try:
         run()
     except _BadSpec as exc:
-        raise InvalidSpec(f"KernelSpec {search.spec.name!r}: {exc}") from None
+        prefix = f"KernelSpec {search.spec.name!r}: "
+        raise InvalidSpec(str(exc) if str(exc).startswith(prefix) else prefix + str(exc)) from None
     except _Found as exc:
         return _merge([exc])
     except BaseExceptionGroup as group:
@@ -270,7 +337,7 @@ def _merge(found: list[_Found]) -> list[tuple[Finding, dict[str, Any]]]:
 def _result(spec: KernelSpec, backend: Backend, findings: list[Finding], search: _Search) -> BackendResult:
     seconds = time.perf_counter() - search.started
     cell = {"kernel": spec.name, "backend": backend.name, "transform": search.transform,
-            "examples": search.examples, "seconds": seconds}
+            "examples": search.examples, "shrink_steps": search.shrink_steps, "seconds": seconds}
     if search.unsupported:
         return BackendResult(**cell, status="unsupported", reason=search.unsupported)
     if findings:

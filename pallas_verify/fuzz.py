@@ -76,6 +76,8 @@ class FuzzOptions:
       hardware: an ``execution.placement.HARDWARE_POLICIES`` key; default "auto".
       max_slices: stop after this many slices (the budget still caps the run); default
         None: only the budget stops it. Same seed and max_slices: the same slices.
+      shrink_budget_s: most seconds a slice spends shrinking a failure; default 60 (less
+        when the budget left is short).
     """
 
     targets: tuple[str, ...] = ()
@@ -92,6 +94,7 @@ class FuzzOptions:
     db: str | None = None
     hardware: str = "auto"
     max_slices: int | None = None
+    shrink_budget_s: float = 60.0
 
     def __post_init__(self) -> None:
         for field in ("workers", "slice_examples", "max_slices"):
@@ -215,7 +218,8 @@ class _Run:
                     hardware=cell.hardware, tag=f"{cell.kernel} on {cell.backend}",
                     limit_s=self.options.timeout_s * (self.options.slice_examples + 2) + 120.0,
                     params={"timeout_s": self.options.timeout_s, "static": cell.backend == first_backend,
-                            "shrink_s": max(5.0, min(60.0, remaining / 2)), "database": self.database})
+                            "shrink_s": min(self.options.shrink_budget_s, max(5.0, min(60.0, remaining / 2))),
+                            "database": self.database})
         self.units[work.uid] = cell
         return work
 
@@ -262,6 +266,7 @@ class _Run:
             reasons = sorted(set(filter(None, (old.reason + ", " + r.reason).split(", "))))
             nodes = sorted(set(filter(None, (old.node + ", " + r.node).split(", "))))
             r = dataclasses.replace(r, status=status, reason=", ".join(reasons), examples=old.examples + r.examples,
+                                    shrink_steps=old.shrink_steps + r.shrink_steps,
                                     seconds=old.seconds + r.seconds, node=", ".join(nodes))
         self.done[(r.kernel, cell_key(r))] = r
 
@@ -288,12 +293,13 @@ class _Run:
 
     def _replayed(self, done: Done) -> None:
         entry, result = Path(done.work.tag), done.result
-        if "error" in result or "skipped" in result:
-            self.progress.note(f"replay of {entry.name} failed: {result.get('error') or result.get('skipped')}")
+        if "error" in result or "skipped" in result or result["verdict"] == "cannot run":  # kept: nothing is known
+            why = result.get("error") or result.get("skipped") or "its case cannot run here (see the worker's output)"
+            self.progress.note(f"replay of {entry.name} could not run: {why}")
             return
         data = json.loads(entry.read_text())
         finding = Finding(**{k: v for k, v in data.items() if k in {f.name for f in dataclasses.fields(Finding)}})
-        if result["reproduces"]:
+        if result["verdict"] == "still reproduces":
             evidence = {**finding.evidence, "replayed_from": str(entry)}
             self._new(dataclasses.replace(finding, evidence=evidence), replayed=True)
             self._cell_result(_Cell(ref="", kernel=finding.kernel, backend=finding.backend), BackendResult(

@@ -18,8 +18,12 @@ from pathlib import Path
 
 from pallas_verify.findings import Finding
 from pallas_verify.report import Report, finding_dict
+from pallas_verify.reproduce import EXIT_CANNOT_RUN, EXIT_FIXED, EXIT_REPRODUCES
 
-__all__ = ["FailureDatabase", "replay_report", "replay_script", "signature"]
+__all__ = ["REPLAY_VERDICTS", "FailureDatabase", "replay_report", "replay_script", "signature"]
+
+# A reproducer's exit status -> what a replay says of its finding (anything else: cannot run).
+REPLAY_VERDICTS = {EXIT_REPRODUCES: "still reproduces", EXIT_FIXED: "fixed", EXIT_CANNOT_RUN: "cannot run"}
 
 _NUMBERS = re.compile(r"0x[0-9a-fA-F]+|[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
@@ -31,14 +35,21 @@ def signature(finding: Finding) -> str:
 
 
 def replay_script(script: str | Path) -> int:
-    """Run a reproducer script's case in this process: 1 if its finding reproduces, else 0."""
+    """Run a reproducer script's case in this process; its exit status (``reproduce``):
+    EXIT_REPRODUCES, EXIT_FIXED, or EXIT_CANNOT_RUN when the script or its case cannot run."""
     import runpy
 
-    from pallas_verify.reproduce import reproduce
+    from pallas_verify.reproduce import EXIT_CANNOT_RUN, reproduce
 
-    names = runpy.run_path(str(script), run_name="pallas_verify_replay")
-    return reproduce(names["SPEC"], backend=names["BACKEND"], kind=names["KIND"], config=names["CONFIG"],
-                     mode=names["MODE"], inputs=names["INPUTS"], transform=names.get("TRANSFORM"))
+    try:
+        names = runpy.run_path(str(script), run_name="pallas_verify_replay")
+        case = {"backend": names["BACKEND"], "kind": names["KIND"], "config": names["CONFIG"],
+                "mode": names["MODE"], "inputs": names["INPUTS"], "transform": names.get("TRANSFORM")}
+        spec = names["SPEC"]
+    except Exception as exc:
+        print(f"cannot run this case: reproducer {str(script)!r} does not load: {type(exc).__name__}: {exc}")
+        return EXIT_CANNOT_RUN
+    return reproduce(spec, **case)
 
 
 @dataclasses.dataclass
@@ -70,7 +81,8 @@ class FailureDatabase:
 
 def replay_report(path: str | Path) -> int:
     """Re-run every finding of a JSON report through its reproducer and say which still
-    reproduce: 1 if any does, else 2 if any could not be replayed, else 0."""
+    reproduce. Exit status: 1 if any does; else 3 if any could not be run (no reproducer,
+    or its case cannot run here: never reported as fixed); else 0 (every one fixed)."""
     from pallas_verify.errors import InvalidArgument
 
     try:
@@ -84,15 +96,16 @@ def replay_report(path: str | Path) -> int:
     print(f"{still} of {len(verdicts)} findings still reproduce")
     if still:
         return 1
-    return 2 if "not replayable" in verdicts else 0
+    return EXIT_CANNOT_RUN if "cannot run" in verdicts else 0
 
 
 def _replay_one(finding: Finding) -> str:
     if not finding.reproducer or not Path(finding.reproducer).is_file():
         print(f"{finding.kind} in {finding.kernel}: no reproducer at {finding.reproducer!r}", file=sys.stderr)
-        return "not replayable"
+        return "cannot run"
     try:
-        return "still reproduces" if replay_script(finding.reproducer) == 1 else "fixed"
+        status = replay_script(finding.reproducer)
     except Exception as exc:
         print(f"{finding.reproducer}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return "not replayable"
+        return "cannot run"
+    return REPLAY_VERDICTS.get(status, "cannot run")

@@ -35,6 +35,10 @@ def _import_file(path: Path) -> ModuleType:
     sys.path.insert(0, str(path.parent))
     try:
         module_spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise InvalidArgument(f"spec file {str(path)!r} cannot be imported: {_one_line(exc, path)}; "
+                              "fix the file and run again.") from exc
     except BaseException:
         del sys.modules[name]
         raise
@@ -53,6 +57,24 @@ def _module(where: str) -> ModuleType:
         return importlib.import_module(where)
     except ModuleNotFoundError as exc:
         raise InvalidArgument(f"cannot import module {where!r}: {exc}.") from exc
+    except Exception as exc:
+        raise InvalidArgument(f"module {where!r} cannot be imported: {_one_line(exc)}; "
+                              "fix the module and run again.") from exc
+
+
+def _one_line(exc: BaseException, path: Path | None = None) -> str:
+    """``Type: message`` on one line, with where it was raised in ``path`` when known."""
+    import traceback
+
+    message = " ".join(str(exc).split()) or "(no message)"
+    where = ""
+    if isinstance(exc, SyntaxError):
+        message = " ".join((exc.msg or "").split())
+        where = f" at line {exc.lineno}" if exc.lineno else ""
+    elif path is not None:
+        lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
+        where = f" at line {lines[-1]}" if lines else ""
+    return f"{type(exc).__name__}{where}: {message}"
 
 
 def _split(ref: str) -> tuple[str, str | None]:

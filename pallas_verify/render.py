@@ -311,7 +311,7 @@ def _html_matrix(report: Report) -> str:
             if cell is None:
                 tds.append("<td></td>")
                 continue
-            detail = f"{cell.examples} examples, {cell.seconds:.1f} s" + (f"; {cell.reason}" if cell.reason else "")
+            detail = cell.effort + (f"; {cell.reason}" if cell.reason else "")
             tds.append(f'<td class="{cell.status}" title="{_e(detail)}">{_BADGE[cell.status]}'
                        + (f"<br><small>{_e(cell.reason)}</small>" if cell.reason else "") + "</td>")
         body.append(f"<tr><th>{_e(kernel)}</th>{''.join(tds)}</tr>")

@@ -28,7 +28,8 @@ class BackendResult:
       status: pass, fail (with findings), unsupported (declared by the spec, with the
         reason) or skipped (backend not available here or not for this platform).
       reason: why unsupported or skipped; the first finding's kind for fail.
-      examples: examples run on this backend.
+      examples: examples Hypothesis generated and ran on this backend.
+      shrink_steps: candidates run while shrinking a failure to its minimal example.
       seconds: wall time of the kernel's search.
       transform: None for the bare kernel, else the transform.
       node: where it ran (campaigns: the executor's node names, comma-separated).
@@ -42,11 +43,21 @@ class BackendResult:
     seconds: float = 0.0
     transform: str | None = None
     node: str = ""
+    shrink_steps: int = 0
+
+    @property
+    def effort(self) -> str:
+        """``"5 examples + 12 shrink steps, 3.1 s"``: what the search spent."""
+        shrink = f" + {self.shrink_steps} shrink steps" if self.shrink_steps else ""
+        return f"{self.examples} examples{shrink}, {self.seconds:.1f} s"
 
 
 @dataclasses.dataclass(kw_only=True)
 class Report:
-    """Findings and coverage of one run (one or more kernels)."""
+    """Findings and coverage of one run (one or more kernels).
+
+    ``invalid`` lists the specs that could not be searched: ``{"kernel": name, "reason": why}``.
+    """
 
     kernels: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     backends: list[str] = dataclasses.field(default_factory=list)
@@ -57,6 +68,7 @@ class Report:
     seconds: float = 0.0
     interrupted: bool = False
     executor: str | None = None
+    invalid: list[dict[str, str]] = dataclasses.field(default_factory=list)
 
     def merge(self, other: Report) -> None:
         """Fold another report (e.g. one kernel's) into this one."""
@@ -64,6 +76,7 @@ class Report:
         self.backends.extend(b for b in other.backends if b not in self.backends)
         self.findings.extend(other.findings)
         self.results.extend(other.results)
+        self.invalid.extend(other.invalid)
         self.seconds += other.seconds
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,6 +94,7 @@ class Report:
             "kernels": kernels,
             "backends": list(self.backends),
             "findings": [finding_dict(f) for f in self.findings],
+            "invalid_specs": [dict(i) for i in self.invalid],
         }
 
     def write_json(self, path: str | os.PathLike[str]) -> Path:
@@ -96,7 +110,8 @@ class Report:
         kernels = [{k: v for k, v in kernel.items() if k != "results"} for kernel in data["kernels"]]
         return cls(kernels=kernels, backends=list(data["backends"]), findings=findings, results=results,
                    seed=data.get("seed"), profile=data.get("profile", "dev"), seconds=data.get("seconds", 0.0),
-                   interrupted=data.get("interrupted", False), executor=data.get("executor"))
+                   interrupted=data.get("interrupted", False), executor=data.get("executor"),
+                   invalid=list(data.get("invalid_specs", [])))
 
 
 _FINDING_FIELDS = {f.name for f in dataclasses.fields(Finding)}

@@ -1,9 +1,15 @@
-"""Standalone reproducers: a ``.py`` plus an ``.npz`` of the inputs per finding."""
+"""Standalone reproducers: a ``.py`` plus an ``.npz`` of the inputs per finding.
+
+A reproducer (and ``reproduce``, which it calls) exits with one of three statuses:
+EXIT_REPRODUCES (1) while the finding (or another finding) shows on the recorded case,
+EXIT_FIXED (0) once the case runs clean, and EXIT_CANNOT_RUN (3) when the case cannot be
+run here at all: the spec or the inputs do not load, the reference raises, the backend is
+not available or cannot run the kernel. A case that could not run is never "fixed".
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import pickle
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -11,24 +17,41 @@ from typing import Any
 
 import numpy as np
 
+from pallas_verify.casefile import save_case
+from pallas_verify.errors import PallasVerifyError
 from pallas_verify.findings import Finding
 
-__all__ = ["reproduce", "write_reproducer"]
+__all__ = ["EXIT_CANNOT_RUN", "EXIT_FIXED", "EXIT_REPRODUCES", "CannotRun", "reproduce", "write_reproducer"]
+
+EXIT_FIXED, EXIT_REPRODUCES, EXIT_CANNOT_RUN = 0, 1, 3
+
+
+class CannotRun(PallasVerifyError):
+    """A recorded case cannot be re-run here; the message says why."""
+
 
 _TEMPLATE = '''#!/usr/bin/env python
 """pallas-verify reproducer: {kind} in kernel {kernel!r} on backend {backend}.
 
 {summary}
 
-Run `python {script}`: exits 1 while the finding reproduces, 0 once it is fixed.
-The inputs are in {npz}.
+Run `python {script}`. Exit status:
+  1  the finding still reproduces (or the case now fails in another way);
+  0  the case ran and showed no finding: fixed;
+  3  the case could not be run here (the spec or the inputs do not load, the reference
+     raises, the backend is not available): nothing is known about the finding.
+The inputs are in {npz} (every dtype, bfloat16 and float8 included, bit for bit).
 """
 import sys
 from pathlib import Path
 
-import numpy as np  # noqa: F401  (configs may hold numpy values)
+from pallas_verify._env import configure
 
-from pallas_verify.reproduce import reproduce
+configure()  # before jax is imported: CPU-first, so no GPU/TPU plugin start-up noise
+
+import numpy as np  # noqa: E402,F401  (configs may hold numpy values)
+
+from pallas_verify.reproduce import reproduce  # noqa: E402
 
 SPEC = {spec!r}
 BACKEND = {backend!r}
@@ -60,12 +83,10 @@ def _write_one(finding: Finding, example: Mapping[str, Any], spec_ref: str | Non
         stem += f"-{finding.transform}"
     out_dir.mkdir(parents=True, exist_ok=True)
     script, npz = out_dir / f"{stem}.py", out_dir / f"{stem}.npz"
-    arrays = {f"arg{i}": x for i, x in enumerate(example["inputs"])}
     config_src = _literal(finding.config)
+    save_case(npz, example["inputs"], None if config_src is not None else finding.config)
     if config_src is None:
-        arrays["__config__"] = np.frombuffer(pickle.dumps(dict(finding.config)), dtype=np.uint8)
         config_src = "None  # not a Python literal: loaded from the .npz"
-    np.savez(npz, **arrays)
     script.write_text(_TEMPLATE.format(
         kind=finding.kind, kernel=finding.kernel, backend=finding.backend, script=script.name, npz=npz.name,
         summary=finding.message.splitlines()[0][:300], spec=spec_ref, config=config_src,
@@ -89,29 +110,68 @@ def reproduce(
     inputs: str | Path,
     transform: str | None = None,
 ) -> int:
-    """Re-run one recorded case; print what it shows; 1 if ``kind`` reproduces, else 0."""
-    from pallas_verify.backends import registry
-    from pallas_verify.errors import InvalidArgument
-    from pallas_verify.loader import load_spec
-    from pallas_verify.runner import Runner
+    """Re-run one recorded case, print what it shows, and say so in the exit status.
 
-    if spec is None:
-        raise InvalidArgument("this reproducer has no spec reference: the KernelSpec was not defined at "
-                              "module level; define it at module level and run pallas-verify again.")
-    loaded = load_spec(spec)
-    with np.load(inputs) as data:
-        args = tuple(data[f"arg{i}"] for i in range(sum(k.startswith("arg") for k in data.files)))
-        if config is None:
-            config = pickle.loads(data["__config__"].tobytes())
-    with Runner(loaded) as runner:
-        if backend == "static":
-            findings = runner.static_findings(dict(config), args)
-        else:
-            target = registry.get("interpret") if backend == "reference" else registry.get(backend)
-            findings = runner.check(dict(config), args, target, dict(mode), transform=transform)
+    EXIT_REPRODUCES (1): the case still shows a ``kind`` finding on ``backend`` (or, with
+    it gone, some other finding: the case still fails). EXIT_FIXED (0): the case ran and
+    showed nothing. EXIT_CANNOT_RUN (3): the case could not be run here (the spec or the
+    inputs do not load, the reference raises where it did not, the backend is not
+    available or cannot run the kernel), so nothing is known about the finding.
+    """
+    try:
+        findings, name = _rerun(spec, backend, config, mode, inputs, transform)
+    except CannotRun as exc:
+        print(f"cannot run this case: {exc}")
+        return EXIT_CANNOT_RUN
     for f in findings:
         print(f"[{f.kind}] {f.kernel} on {f.backend}: {f.message}")
-    if any(f.kind == kind for f in findings):
-        return 1
-    print(f"{kind} no longer reproduces for {loaded.name!r} on {backend}.")
-    return 0
+    if backend != "reference" and any(f.backend == "reference" for f in findings):
+        print(f"cannot run this case: the reference fails on it, so {kind} on {backend} cannot be judged.")
+        return EXIT_CANNOT_RUN
+    if any(f.kind == kind and f.backend in (backend, "static") for f in findings):
+        return EXIT_REPRODUCES
+    if findings:
+        print(f"{kind} no longer reproduces for {name!r} on {backend}, but the case still fails "
+              f"({', '.join(sorted({f.kind for f in findings}))}).")
+        return EXIT_REPRODUCES
+    print(f"{kind} no longer reproduces for {name!r} on {backend}.")
+    return EXIT_FIXED
+
+
+def _rerun(spec: str | None, backend: str, config: Mapping[str, Any] | None, mode: Mapping[str, Any],
+           inputs: str | Path, transform: str | None) -> tuple[list[Finding], str]:
+    """The findings of the recorded case and the spec's name; CannotRun when it cannot run."""
+    from pallas_verify.backends import registry
+    from pallas_verify.casefile import load_case
+    from pallas_verify.loader import load_spec
+    from pallas_verify.runner import Runner, Unsupported
+
+    if spec is None:
+        raise CannotRun("this reproducer has no spec reference: the KernelSpec was not defined at module "
+                        "level; define it at module level and run pallas-verify again.")
+    try:
+        loaded = load_spec(spec)
+        args, saved_config = load_case(inputs)
+    except Exception as exc:
+        raise CannotRun(f"{type(exc).__name__}: {exc}") from None
+    config = saved_config if config is None else config
+    if config is None:
+        raise CannotRun(f"neither the script nor {str(inputs)!r} holds the config of the case.")
+    target = None
+    if backend != "static":
+        try:
+            target = registry.get("interpret" if backend == "reference" else backend)
+        except Exception as exc:
+            raise CannotRun(f"{type(exc).__name__}: {exc}") from None
+        reason = target.available()
+        if reason is not None:
+            raise CannotRun(f"backend {target.name} is not available here: {reason}")
+    try:
+        with Runner(loaded) as runner:
+            if target is None:
+                return runner.static_findings(dict(config), args), loaded.name
+            return runner.check(dict(config), args, target, dict(mode), transform=transform), loaded.name
+    except Unsupported as exc:
+        raise CannotRun(f"backend {backend} cannot run kernel {loaded.name!r}: {exc}") from None
+    except Exception as exc:
+        raise CannotRun(f"running the case raised {type(exc).__name__}: {exc}") from None

@@ -16,9 +16,11 @@ def print_summary(report: Report, file: TextIO = sys.stdout) -> None:
     for kernel in report.kernels:
         print(f"{kernel['name']}", file=file)
         for r in (r for r in report.results if r.kernel == kernel["name"]):
-            detail = f"{r.examples} examples, {r.seconds:.1f} s" if r.status in ("pass", "fail") else ""
+            detail = r.effort if r.status in ("pass", "fail") else ""
             why = f" ({r.reason})" if r.reason else ""
             print(f"  {cell_key(r):<22} {r.status.upper():<11} {detail}{why}", file=file)
+    for bad in report.invalid:
+        print(f"{bad['kernel']}\n  INVALID SPEC: {bad['reason']}", file=file)
     for f in report.findings:
         print(f"\n{finding_text(f)}\nfirst seen after {f.elapsed_s:.1f} s", file=file)
     n = len(report.findings)

@@ -42,7 +42,11 @@ def default_tolerance(dtype: np.dtype) -> Tolerance:
 
 
 def _is_float(dtype: np.dtype) -> bool:
-    return np.issubdtype(dtype, np.floating) or dtype.name in _FLOAT_DEFAULTS or dtype.kind == "V"
+    return np.issubdtype(dtype, np.floating) or dtype.name in _FLOAT_DEFAULTS or (
+        dtype.kind == "V" and dtype.name not in _ML_INTEGERS)
+
+
+_ML_INTEGERS = frozenset({"int2", "int4", "uint2", "uint4"})  # ml_dtypes' sub-byte integers: exact
 
 
 def ulp_distance(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
@@ -131,8 +135,11 @@ def compare(path: str, actual: np.ndarray, expected: np.ndarray, tolerance: Tole
     tol = tolerance or default_tolerance(actual.dtype)
     if not _is_float(actual.dtype):
         bad = actual != expected
-        diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
-        return _summarise(base, bad, diff, np.zeros_like(diff), ulp_distance(actual, expected))
+        wide = expected.astype(np.float64)
+        diff = np.abs(actual.astype(np.float64) - wide)
+        with np.errstate(divide="ignore", invalid="ignore"):  # relative to a 0: inf when they differ
+            rel = np.where(diff == 0, 0.0, diff / np.abs(wide))
+        return _summarise(base, bad, diff, rel, ulp_distance(actual, expected))
     a, e = actual.astype(np.float64), expected.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(a - e)

@@ -100,9 +100,9 @@ def run_slice(work: Work) -> dict[str, Any]:
 
 def replay_unit(work: Work) -> dict[str, Any]:
     """Replay one failure-database entry from the files the unit carries."""
-    from pallas_verify.fuzzdb import replay_script
+    from pallas_verify.fuzzdb import REPLAY_VERDICTS, replay_script
 
     with tempfile.TemporaryDirectory(prefix="pv-replay-") as tmp:
         for name, data in work.params["files"].items():
             (Path(tmp) / name).write_bytes(data)
-        return {"reproduces": replay_script(Path(tmp) / work.params["script"]) == 1}
+        return {"verdict": REPLAY_VERDICTS.get(replay_script(Path(tmp) / work.params["script"]), "cannot run")}
