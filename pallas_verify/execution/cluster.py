@@ -16,6 +16,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -88,7 +89,11 @@ class RayExecutor(Executor):
             kwargs.update(_node_ip_address="127.0.0.1", include_dashboard=False,
                           runtime_env={"env_vars": {"PYTHONPATH": path}})
         try:
-            self._ray.init(address=address, **kwargs)
+            with warnings.catch_warnings():
+                # Ray starts its processes with fork+exec; jax's warning about fork in a
+                # threaded process does not apply to a child that execs at once.
+                warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+                self._ray.init(address=address, **kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise InvalidArgument(f"ray_address={address!r}: cannot join the Ray cluster ({exc}); start it "
                                   "with `ray start --head` or pass its address, e.g. --ray-address HOST:6379.") from None
