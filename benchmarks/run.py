@@ -33,6 +33,7 @@ class Scale:
       scaling_examples, scaling_specs: examples per kernel and backend; how many specs.
       grid_points: grid sizes of the cost series.
       deadlock_mutants: which deadlocking mutants the deadlock section times (empty: all).
+      cluster_units, night_budget_s: fuzz slices timed per executor; budget of each night.
     """
 
     overhead_examples: int
@@ -47,6 +48,8 @@ class Scale:
     scaling_specs: int
     grid_points: tuple[int, ...]
     deadlock_mutants: tuple[str, ...] = ()
+    cluster_units: int = 12
+    night_budget_s: float = 120.0
 
 
 SCALES: dict[str, Scale] = {
@@ -56,7 +59,8 @@ SCALES: dict[str, Scale] = {
     "tiny": Scale(overhead_examples=1, overhead_repeats=2, search_examples=1, shrink_budget_s=1.0,
                   metamorphic_examples=1, budget_s=8.0, case_timeout_s=5.0,
                   mutants=("rotated_index_map", "read_before_wait"), scaling_examples=1, scaling_specs=1,
-                  grid_points=(1, 2), deadlock_mutants=("deadlock_semaphore",)),
+                  grid_points=(1, 2), deadlock_mutants=("deadlock_semaphore",), cluster_units=6,
+                  night_budget_s=120.0),
 }
 
 
@@ -97,6 +101,12 @@ def _cost(scale: Scale) -> dict[str, Any]:
     return cost(grid_points=scale.grid_points)
 
 
+def _cluster(scale: Scale) -> dict[str, Any]:
+    from benchmarks.cluster import cluster
+
+    return cluster(units=scale.cluster_units, budget_s=scale.night_budget_s)
+
+
 #: Section name -> (runner, keys lifted to the top level of results.json).
 SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] = {
     "overhead": (_overhead, ("overhead_ratio", "overhead_ratio_in_process")),
@@ -107,6 +117,7 @@ SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] =
     "deadlock": (_deadlock, ("deadlock_report_s",)),
     "scaling": (_scaling, ("examples_per_s",)),
     "cost": (_cost, ("recommended_max_grid_points",)),
+    "cluster": (_cluster, ("ray_overhead_ratio", "night1_find_s", "night2_refind_s")),
 }
 
 

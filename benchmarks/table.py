@@ -21,6 +21,9 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
     ("deadlock_report_s", "seconds from search start to a deadlock finding (worst)", "<= 20"),
     ("scaling_speedup", "xdist speed-up, 2 workers over 1", ""),
     ("recommended_max_grid_points", "recommended max_grid_points", ""),
+    ("ray_overhead_ratio", "Ray executor / local executor, equal parallelism", "<= 1.15"),
+    ("night1_find_s", "night 1: seconds to find the planted bug", ""),
+    ("night2_refind_s", "night 2: seconds to re-find it from the shared Redis database", ""),
 )
 
 

@@ -57,10 +57,23 @@ def _conformance_parser(sub: argparse._SubParsersAction) -> None:
         cmd.add_argument("--out", default=out, metavar="DIR")
         cmd.add_argument("--generated", default="0", metavar="BUDGET",
                          help="add a 'generated programs' row: a smith campaign of this budget, e.g. 5m (default 0: none)")
+        _executor_options(cmd, workers_default="1")
+
+
+def _executor_options(cmd: argparse.ArgumentParser, workers_default: str) -> None:
+    """--executor, --ray-address, --workers: where the units of work run (choices from the table)."""
+    from pallas_verify.execution import EXECUTORS
+
+    cmd.add_argument("--executor", default="local", choices=list(EXECUTORS),
+                     help="; ".join(f"{k}: {v}" for k, v in EXECUTORS.items()) + " (default local)")
+    cmd.add_argument("--ray-address", default=None, metavar="ADDRESS",
+                     help="the Ray cluster to join, e.g. HOST:6379 (default: start or join a local one)")
+    cmd.add_argument("--workers", type=int, default=None, metavar="N",
+                     help=f"units at once (default: {workers_default} locally, the cluster's CPU count on ray)")
 
 
 def _fuzz_parser(sub: argparse._SubParsersAction) -> None:
-    import os
+    from pallas_verify.execution.placement import HARDWARE_POLICIES
 
     fuzz = sub.add_parser("fuzz", help="spend a time budget searching many kernels x backends (nightly)")
     fuzz.add_argument("targets", nargs="*", metavar="TARGET",
@@ -70,8 +83,11 @@ def _fuzz_parser(sub: argparse._SubParsersAction) -> None:
     fuzz.add_argument("--budget", default="30m", help="wall-time budget, e.g. 90s, 30m, 1h30m (default 30m)")
     fuzz.add_argument("--out", default="pv-fuzz", metavar="DIR",
                       help="reports, reproducers and the failure database (DIR/db) go here")
-    fuzz.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
-                      help="worker processes (default: the CPU count)")
+    _executor_options(fuzz, workers_default="the CPU count")
+    fuzz.add_argument("--db", default=None, metavar="PATH|redis://HOST:PORT/N",
+                      help="Hypothesis example database shared by every worker (default: DIR/hypothesis)")
+    fuzz.add_argument("--hardware", default="auto", choices=list(HARDWARE_POLICIES),
+                      help="; ".join(f"{k}: {v}" for k, v in HARDWARE_POLICIES.items()))
     fuzz.add_argument("--seed", type=int, default=None)
     fuzz.add_argument("--slice-examples", type=int, default=5, metavar="N", help="examples per slice (default 5)")
     fuzz.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS", help="per-case time limit")
@@ -156,6 +172,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if report.findings else EXIT_CLEAN
 
 
+def _workers(args: argparse.Namespace, local_default: int) -> int | None:
+    """--workers, or its default: ``local_default`` locally, the cluster's CPU count on ray."""
+    return args.workers if args.workers is not None or args.executor != "local" else local_default
+
+
 def _seed(seed: int | None, *, derandomized: bool) -> int:
     """The seed of a run: the one given, 0 for a derandomized profile (ci: the same run
     every time), else a fresh random one. Printed and recorded, it repeats the search."""
@@ -165,14 +186,17 @@ def _seed(seed: int | None, *, derandomized: bool) -> int:
 
 
 def _cmd_fuzz(args: argparse.Namespace) -> int:
+    import os
     from pathlib import Path
 
     from pallas_verify.fuzz import FuzzOptions, fuzz, parse_budget
 
     backends = _backend_names(args)
     options = FuzzOptions(targets=tuple(args.targets), kernels=args.kernels, backends=backends,
-                          budget_s=parse_budget(args.budget), out_dir=Path(args.out), workers=args.workers,
-                          seed=args.seed, slice_examples=args.slice_examples, timeout_s=args.timeout,
+                          budget_s=parse_budget(args.budget), out_dir=Path(args.out),
+                          workers=_workers(args, os.cpu_count() or 1), seed=args.seed,
+                          slice_examples=args.slice_examples, timeout_s=args.timeout, executor=args.executor,
+                          ray_address=args.ray_address, db=args.db, hardware=args.hardware,
                           shrink_budget_s=args.shrink_budget)
     report = fuzz(options)
     return EXIT_FINDINGS if report.findings else EXIT_CLEAN
@@ -188,13 +212,16 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     from pallas_verify.conformance import bundled_specs, ensure_host_devices, run_conformance
 
     ensure_host_devices()  # before jax is imported: multi-device kernels run, not skip
+    from pallas_verify import execution
     from pallas_verify.fuzz import parse_budget
     from pallas_verify.render import write_reports
     from pallas_verify.summary import print_matrix
 
     generated_s = 0.0 if args.generated.strip() in ("0", "") else parse_budget(args.generated)
-    report = run_conformance(bundled_specs(args.kernels), backends=args.backends, max_examples=args.max_examples,
-                             profile=args.profile, out_dir=args.out, generated_s=generated_s)
+    specs = bundled_specs(args.kernels)
+    with execution.make(args.executor, workers=_workers(args, 1), address=args.ray_address) as executor:
+        report = run_conformance(specs, backends=args.backends, max_examples=args.max_examples,
+                                 profile=args.profile, out_dir=args.out, executor=executor, generated_s=generated_s)
     print_matrix(report)
     paths = write_reports(report, args.out, formats=("json", "md", "html", "xml"))
     print("reports: " + ", ".join(str(p) for p in paths.values()))

@@ -303,6 +303,9 @@ def _run_search(
     run._hypothesis_internal_add_digest = f"{search.spec.name}|{where}".encode()  # type: ignore[attr-defined]
     if seed is not None:
         run = hypothesis.seed(seed)(run)
+        if database is not None:  # @seed turns the database off; a campaign's slices need both
+            run._hypothesis_internal_use_settings = hypothesis.settings(  # type: ignore[attr-defined]
+                run._hypothesis_internal_use_settings, database=database)  # type: ignore[attr-defined]
     try:
         run()
     except _BadSpec as exc:

@@ -1,10 +1,11 @@
 """Nightly fuzzing: a time budget spread round-robin over kernels x backends.
 
 The budget is cut into slices: one slice is ``verify(spec, [backend])`` with a few
-examples and a fresh seed, run in one of N worker processes (each loads specs by
-reference and keeps them). Cells are visited round-robin, in a seeded shuffled order per
-round, until the budget is spent or SIGINT/SIGTERM arrives; the report is then written
-atomically in every format.
+examples and a fresh seed, one unit of work for an Executor (worker processes here, or
+Ray tasks on a cluster; each worker loads specs by reference and keeps them). Cells are
+visited round-robin, in a seeded shuffled order per round, until the budget is spent or
+SIGINT/SIGTERM arrives; outstanding units are then cancelled and the report of what
+finished is written atomically in every format, by this process alone.
 
 Findings are de-duplicated by signature and each new one is kept in the failure database
 under ``OUT/db`` (``fuzzdb``); the next run replays the database first and drops the
@@ -16,23 +17,22 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import json
-import multiprocessing
 import random
 import re
 import shutil
 import signal
 import sys
 import time
-import traceback
-from collections.abc import Iterator, Sequence
-from multiprocessing.connection import Connection, wait
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 from pallas_verify.errors import InvalidArgument
+from pallas_verify.execution import Done, Executor, Work
 from pallas_verify.findings import Finding
-from pallas_verify.fuzzdb import REPLAY_VERDICTS, FailureDatabase, replay_script, signature
-from pallas_verify.report import BackendResult, Report
+from pallas_verify.fuzzdb import FailureDatabase, signature
+from pallas_verify.progress import Progress, per_backend
+from pallas_verify.report import BackendResult, Report, cell_key
 
 __all__ = ["FuzzOptions", "fuzz", "parse_budget"]
 
@@ -64,10 +64,18 @@ class FuzzOptions:
       backends: backend names; default None = every available backend.
       budget_s: wall-time budget in seconds; default 1800.
       out_dir: reports, reproducers and the failure database; default "pv-fuzz".
-      workers: worker processes; default 2.
+      workers: units in flight (worker processes, or Ray tasks); default 2. None: the
+        executor's own (the Ray cluster's CPU count; 1 locally).
       seed: base seed; slice i searches with seed + i. None (default): a fresh one.
       slice_examples: examples per slice; default 5.
       timeout_s: per-case time limit; default 120.
+      executor: an ``execution.EXECUTORS`` key; default "local".
+      ray_address: the Ray cluster to join; None: start or join a local one.
+      db: Hypothesis's example database, a directory or ``redis://HOST:PORT/N``;
+        None (default): ``out_dir/hypothesis``.
+      hardware: an ``execution.placement.HARDWARE_POLICIES`` key; default "auto".
+      max_slices: stop after this many slices (the budget still caps the run); default
+        None: only the budget stops it. Same seed and max_slices: the same slices.
       shrink_budget_s: most seconds a slice spends shrinking a failure; default 60 (less
         when the budget left is short).
     """
@@ -77,15 +85,22 @@ class FuzzOptions:
     backends: tuple[str, ...] | None = None
     budget_s: float = 1800.0
     out_dir: Path = Path("pv-fuzz")
-    workers: int = 2
+    workers: int | None = 2
     seed: int | None = None
     slice_examples: int = 5
     timeout_s: float = 120.0
+    executor: str = "local"
+    ray_address: str | None = None
+    db: str | None = None
+    hardware: str = "auto"
+    max_slices: int | None = None
     shrink_budget_s: float = 60.0
 
     def __post_init__(self) -> None:
-        for field in ("workers", "slice_examples"):
+        for field in ("workers", "slice_examples", "max_slices"):
             value = getattr(self, field)
+            if value is None and field in ("workers", "max_slices"):
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgument(f"{field}={value!r} must be a positive integer.")
 
@@ -95,66 +110,7 @@ class _Cell:
     ref: str
     kernel: str
     backend: str
-
-
-# -- worker side ---------------------------------------------------------------------------
-
-
-def _serve(conn: Connection) -> None:
-    """A worker process: run tasks until the parent closes the pipe."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    from pallas_verify._env import configure
-
-    configure()
-    while True:
-        try:
-            task = conn.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            result = _run_task(task)
-        except Exception as exc:
-            result = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-4000:]}
-        conn.send(result)
-
-
-def _run_task(task: dict[str, Any]) -> dict[str, Any]:
-    if task["kind"] == "replay":
-        return {"verdict": REPLAY_VERDICTS.get(replay_script(task["script"]), "cannot run")}
-    from hypothesis.database import DirectoryBasedExampleDatabase
-
-    from pallas_verify.engine import verify
-    from pallas_verify.loader import load_spec
-
-    report = verify(load_spec(task["ref"]), [task["backend"]], task["max_examples"], task["seed"],
-                    out_dir=task["out_dir"], timeout_s=task["timeout_s"], shrink_budget_s=task["shrink_s"],
-                    database=DirectoryBasedExampleDatabase(task["database"]), static=task["static"])
-    return {"report": report.to_dict()}
-
-
-@dataclasses.dataclass
-class _Slot:
-    """One worker process and the task it is running."""
-
-    process: Any
-    conn: Connection
-    task: dict[str, Any] | None = None
-    started: float = 0.0
-
-    @classmethod
-    def start(cls) -> _Slot:
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe()
-        process = ctx.Process(target=_serve, args=(child,), daemon=True)
-        process.start()
-        child.close()
-        return cls(process=process, conn=parent)
-
-    def kill(self) -> None:
-        self.conn.close()
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(timeout=10)
+    hardware: str | None = None
 
 
 # -- planning ------------------------------------------------------------------------------
@@ -188,14 +144,16 @@ def _catalog_modules() -> list[str]:
     return modules
 
 
-def _plan(options: FuzzOptions, report: Report) -> list[_Cell]:
+def _plan(options: FuzzOptions, report: Report, executor: Executor) -> list[_Cell]:
     """Runnable cells; the others get their skipped/unsupported result in ``report``."""
     from pallas_verify.backends import registry
+    from pallas_verify.execution.placement import choose_hardware
 
     chosen = registry.resolve(options.backends)
     if options.backends is None:
         chosen = [b for b in chosen if b.available() is None]
     report.backends = [b.name for b in chosen]
+    placed = {b.name: choose_hardware(b.name, options.hardware, executor.offers) for b in chosen}
     cells = []
     for ref, spec in _load(options):
         report.kernels.append({"name": spec.name, "features": list(spec.features), "platforms": list(spec.platforms)})
@@ -205,51 +163,13 @@ def _plan(options: FuzzOptions, report: Report) -> list[_Cell]:
                 reason = f"{backend.name} serves {sorted(backend.platforms)}; the kernel targets {list(spec.platforms)}"
             if reason is None and spec.unsupported_reason(backend.name):
                 reason, status = spec.unsupported_reason(backend.name), "unsupported"
+            hardware, missing = placed[backend.name]
+            reason = reason or missing
             if reason is None:
-                cells.append(_Cell(ref=ref, kernel=spec.name, backend=backend.name))
+                cells.append(_Cell(ref=ref, kernel=spec.name, backend=backend.name, hardware=hardware))
             else:
                 report.results.append(BackendResult(kernel=spec.name, backend=backend.name, status=status, reason=reason))
     return cells
-
-
-# -- progress ------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class _Progress:
-    """A one-line progress bar on a terminal; a plain line every 10 s otherwise."""
-
-    stream: TextIO
-    budget_s: float
-    last: float = 0.0
-    width: int = 0
-
-    def show(self, *, elapsed: float, cells: str, examples: int, findings: int) -> None:
-        tty = getattr(self.stream, "isatty", lambda: False)()
-        now = time.monotonic()
-        if now - self.last < (0.25 if tty else 10.0):
-            return
-        self.last = now
-        share = min(1.0, elapsed / self.budget_s)
-        left = max(0.0, self.budget_s - elapsed)
-        text = (f"{share:4.0%} | cells {cells} | {examples} examples | {findings} findings | "
-                f"{int(left // 60):02d}:{int(left % 60):02d} left")
-        if tty:
-            bar = "#" * round(share * 20)
-            line = f"[{bar:<20}] {text}"
-            self.stream.write("\r" + line.ljust(self.width))
-            self.width = len(line)
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
-
-    def note(self, line: str) -> None:
-        if self.width:
-            self.stream.write("\r" + " " * self.width + "\r")
-            self.width = 0
-        self.stream.write(line + "\n")
-        self.stream.flush()
-        self.last = 0.0
 
 
 # -- the run -------------------------------------------------------------------------------
@@ -262,7 +182,7 @@ class _Run:
     options: FuzzOptions
     report: Report
     cells: list[_Cell]
-    progress: _Progress
+    progress: Progress
     db: FailureDatabase
     seed: int
     stop: bool = False
@@ -273,6 +193,7 @@ class _Run:
     done: dict[tuple[str, str], BackendResult] = dataclasses.field(default_factory=dict)
     retired: set[_Cell] = dataclasses.field(default_factory=set)
     signatures: set[str] = dataclasses.field(default_factory=set)
+    units: dict[int, _Cell] = dataclasses.field(default_factory=dict)
 
     def order(self) -> Iterator[_Cell]:
         """Cells round-robin, each round shuffled by the seed; ends when every cell retired."""
@@ -286,47 +207,68 @@ class _Run:
                 if cell not in self.retired:
                     yield cell
 
-    def slice_task(self, cell: _Cell, remaining: float) -> dict[str, Any]:
-        self.slices += 1
-        out = self.options.out_dir
-        first_backend = next(c.backend for c in self.cells if c.kernel == cell.kernel)
-        return {"kind": "slice", "ref": cell.ref, "backend": cell.backend, "cell": cell,
-                "max_examples": self.options.slice_examples, "seed": (self.seed + self.slices) % 2**32,
-                "static": cell.backend == first_backend, "timeout_s": self.options.timeout_s,
-                "shrink_s": min(self.options.shrink_budget_s, max(5.0, min(60.0, remaining / 2))), "out_dir": str(out / "tmp" / f"s{self.slices}"),
-                "database": str(out / "hypothesis")}
+    def more_slices(self) -> bool:
+        return self.options.max_slices is None or self.slices < self.options.max_slices
 
-    def absorb(self, task: dict[str, Any], result: dict[str, Any]) -> None:
-        """Fold one finished task's result into the run."""
-        if task["kind"] == "replay":
-            return self._replayed(task, result)
-        cell: _Cell = task["cell"]
+    def slice_unit(self, cell: _Cell, remaining: float) -> Work:
+        self.slices += 1
+        first_backend = next(c.backend for c in self.cells if c.kernel == cell.kernel)
+        work = Work(entry="pallas_verify.units:run_slice", kind="slice", spec_ref=cell.ref, backends=(cell.backend,),
+                    seed=(self.seed + self.slices) % 2**32, max_examples=self.options.slice_examples,
+                    hardware=cell.hardware, tag=f"{cell.kernel} on {cell.backend}",
+                    limit_s=self.options.timeout_s * (self.options.slice_examples + 2) + 120.0,
+                    params={"timeout_s": self.options.timeout_s, "static": cell.backend == first_backend,
+                            "shrink_s": min(self.options.shrink_budget_s, max(5.0, min(60.0, remaining / 2))),
+                            "database": self.database})
+        self.units[work.uid] = cell
+        return work
+
+    @property
+    def database(self) -> str:
+        return self.options.db or str(self.options.out_dir / "hypothesis")
+
+    def absorb(self, done: Done) -> None:
+        """Fold one finished unit's outcome into the run (as soon as it arrives)."""
+        if done.work.kind == "replay":
+            return self._replayed(done)
+        cell = self.units.pop(done.work.uid)
+        result = done.result
+        if "skipped" in result:
+            self.retired.add(cell)
+            self.done[(cell.kernel, cell.backend)] = BackendResult(
+                kernel=cell.kernel, backend=cell.backend, status="skipped", reason=result["skipped"], node=done.node)
+            return None
         if "error" in result:
             kind = result.get("kind", "exception")
-            message = result["error"] if "kind" in result else f"verify raised {result['error']}"
+            message = result["error"] if kind != "exception" else f"verify raised {result['error']}"
             self._new(Finding(kind=kind, kernel=cell.kernel, backend=cell.backend, message=message,
-                              config={}, evidence={"traceback": result["traceback"]}))
+                              config={}, evidence={"traceback": result["traceback"], "node": done.node}))
+            self._cell_result(cell, BackendResult(kernel=cell.kernel, backend=cell.backend, status="fail",
+                                                  reason=kind, node=done.node))
             self.retired.add(cell)
             return None
-        part = Report.from_dict(result["report"])
+        from pallas_verify.units import receive_reproducers
+
+        part = receive_reproducers(result, self.options.out_dir / "tmp" / f"u{done.work.uid}")
         for r in part.results:
             self.examples += r.examples
-            self._cell_result(cell, r)
+            self._cell_result(cell, dataclasses.replace(r, node=done.node))
         for f in part.findings:
             self._new(f)
-        shutil.rmtree(task["out_dir"], ignore_errors=True)
         return None
 
     def _cell_result(self, cell: _Cell, r: BackendResult) -> None:
-        old = self.done.get((r.kernel, r.backend))
+        old = self.done.get((r.kernel, cell_key(r)))
         if r.status in ("unsupported", "skipped"):
             self.retired.add(cell)
         elif old is not None and old.status in ("pass", "fail"):
             status = "fail" if "fail" in (old.status, r.status) else "pass"
             reasons = sorted(set(filter(None, (old.reason + ", " + r.reason).split(", "))))
+            nodes = sorted(set(filter(None, (old.node + ", " + r.node).split(", "))))
             r = dataclasses.replace(r, status=status, reason=", ".join(reasons), examples=old.examples + r.examples,
-                                    shrink_steps=old.shrink_steps + r.shrink_steps, seconds=old.seconds + r.seconds)
-        self.done[(r.kernel, r.backend)] = r
+                                    shrink_steps=old.shrink_steps + r.shrink_steps,
+                                    seconds=old.seconds + r.seconds, node=", ".join(nodes))
+        self.done[(r.kernel, cell_key(r))] = r
 
     def _new(self, finding: Finding, *, replayed: bool = False) -> None:
         sig = signature(finding)
@@ -340,10 +282,19 @@ class _Run:
         self.progress.note(f"[{finding.kind}] {finding.kernel} on {finding.backend} ({how}): "
                            f"{finding.message.splitlines()[0][:160]}")
 
-    def _replayed(self, task: dict[str, Any], result: dict[str, Any]) -> None:
-        entry = Path(task["entry"])
-        if "error" in result or result["verdict"] == "cannot run":  # kept: nothing is known about it
-            why = result.get("error", "its case cannot run here (see the worker's output)")
+    def replay_units(self) -> list[Work]:
+        units = []
+        for entry in self.db.entries():
+            files = {p.name: p.read_bytes() for p in (entry.with_suffix(".py"), entry.with_suffix(".npz")) if p.is_file()}
+            units.append(Work(entry="pallas_verify.units:replay_unit", kind="replay", tag=str(entry),
+                              limit_s=self.options.timeout_s + 120.0,
+                              params={"script": entry.with_suffix(".py").name, "files": files}))
+        return units
+
+    def _replayed(self, done: Done) -> None:
+        entry, result = Path(done.work.tag), done.result
+        if "error" in result or "skipped" in result or result["verdict"] == "cannot run":  # kept: nothing is known
+            why = result.get("error") or result.get("skipped") or "its case cannot run here (see the worker's output)"
             self.progress.note(f"replay of {entry.name} could not run: {why}")
             return
         data = json.loads(entry.read_text())
@@ -352,17 +303,28 @@ class _Run:
             evidence = {**finding.evidence, "replayed_from": str(entry)}
             self._new(dataclasses.replace(finding, evidence=evidence), replayed=True)
             self._cell_result(_Cell(ref="", kernel=finding.kernel, backend=finding.backend), BackendResult(
-                kernel=finding.kernel, backend=finding.backend, status="fail", reason=finding.kind))
+                kernel=finding.kernel, backend=finding.backend, status="fail", reason=finding.kind, node=done.node))
         else:
             self.db.drop(entry)
             self.progress.note(f"fixed: {finding.kind} in {finding.kernel} on {finding.backend} no longer reproduces")
 
+    def show(self, elapsed: float, executor: Executor) -> None:
+        keys = [(c.kernel, c.backend) for c in self.cells]
+        running = {(c.kernel, c.backend) for c in self.units.values()}
+        self.progress.show(elapsed=elapsed, cells=per_backend(keys, self.reached(), running),
+                           examples=self.examples, findings=len(self.report.findings))
+
+    def reached(self) -> set[tuple[str, str]]:
+        """(kernel, backend) of every cell that finished a unit."""
+        return {(r.kernel, r.backend) for r in self.done.values()}
+
     def finish(self, seconds: float) -> Report:
-        planned = {(r.kernel, r.backend) for r in self.report.results}
+        planned = {(r.kernel, cell_key(r)) for r in self.report.results}
         self.report.results += [r for key, r in self.done.items() if key not in planned]
-        never = [c for c in self.cells if (c.kernel, c.backend) not in self.done]
+        never = [c for c in self.cells if (c.kernel, c.backend) not in self.reached()]
+        why = "interrupted before it ran" if self.stop else "not reached within the budget"
         self.report.results += [BackendResult(kernel=c.kernel, backend=c.backend, status="skipped",
-                                              reason="not reached within the budget") for c in never]
+                                              reason=why) for c in never]
         self.report.seconds = seconds
         self.report.interrupted = self.stop
         shutil.rmtree(self.options.out_dir / "tmp", ignore_errors=True)
@@ -371,18 +333,26 @@ class _Run:
 
 def fuzz(options: FuzzOptions, *, stream: TextIO = sys.stderr) -> Report:
     """Fuzz for ``options.budget_s`` seconds; write and return the report."""
+    from pallas_verify import execution
     from pallas_verify.render import write_reports
+    from pallas_verify.units import check_database
 
     started = time.monotonic()
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
-    report = Report(seed=seed, profile="dev")
-    cells = _plan(options, report)
-    run = _Run(options=options, report=report, cells=cells, progress=_Progress(stream, options.budget_s),
-               db=FailureDatabase(options.out_dir / "db"), seed=seed)
-    stream.write(f"pallas-verify fuzz: seed={seed}, {len(cells)} cells, {options.workers} workers, "
-                 f"budget {options.budget_s:.0f} s, {len(run.db.entries())} known findings to replay\n")
-    with _StopOnSignal(run):
-        _loop(run, started)
+    report = Report(seed=seed, profile="dev", executor=options.executor)
+    if options.db is not None:
+        check_database(options.db)
+    with execution.make(options.executor, workers=options.workers, address=options.ray_address) as executor:
+        cells = _plan(options, report, executor)
+        run = _Run(options=options, report=report, cells=cells, progress=Progress(stream, options.budget_s),
+                   db=FailureDatabase(options.out_dir / "db"), seed=seed)
+        stream.write(f"pallas-verify fuzz: seed={seed}, {len(cells)} cells, executor {options.executor} with "
+                     f"{executor.slots()} slots, budget {options.budget_s:.0f} s, "
+                     f"{len(run.db.entries())} known findings to replay\n")
+        with _StopOnSignal(run):
+            _loop(run, executor, started)
+        if executor.retried:
+            run.progress.note(f"{executor.retried} units ran again on another node after theirs left the cluster")
     run.finish(time.monotonic() - started)
     paths = write_reports(report, options.out_dir)
     run.progress.note(f"{len(report.findings)} findings in {report.seconds:.0f} s"
@@ -409,73 +379,49 @@ class _StopOnSignal:
             signal.signal(sig, handler)
 
 
-def _loop(run: _Run, started: float) -> None:
-    """Hand tasks to idle workers until the budget is spent (plus a grace for running ones)."""
+def _loop(run: _Run, executor: Executor, started: float) -> None:
+    """Hand units to the executor until the budget is spent (plus a grace for running ones);
+    then cancel what is still running."""
     budget = run.options.budget_s
     grace = max(5.0, min(60.0, budget * 0.1))
-    tasks: list[dict[str, Any]] = [{"kind": "replay", "script": str(e.with_suffix(".py")), "entry": str(e)}
-                                   for e in run.db.entries()]
+    queue: list[Work] = run.replay_units()
     cells = run.order()
-    slots = [_Slot.start() for _ in range(run.options.workers)]
+    held: list[_Cell] = []
     try:
         while not run.stop:
             elapsed = time.monotonic() - started
             if elapsed < budget:
-                _assign(run, slots, tasks, cells, budget - elapsed)
-            busy = [s for s in slots if s.task is not None]
-            if not busy or elapsed > budget + grace:
+                _assign(run, executor, queue, cells, held, budget - elapsed)
+            if not executor.running() or elapsed > budget + grace:
                 break
-            _collect(run, slots, busy)
-            run.progress.show(elapsed=elapsed, cells=f"{run.visited}/{len(run.cells) - len(run.retired)} (round {run.round})",
-                              examples=run.examples, findings=len(run.report.findings))
+            for done in executor.poll(0.5):
+                if not run.stop:
+                    run.absorb(done)
+            run.show(elapsed, executor)
     finally:
-        for slot in slots:
-            slot.kill()
+        for work in executor.cancel():
+            run.units.pop(work.uid, None)
 
 
-def _assign(run: _Run, slots: list[_Slot], tasks: list[dict[str, Any]], cells: Iterator[_Cell],
+def _assign(run: _Run, executor: Executor, queue: list[Work], cells: Iterator[_Cell], held: list[_Cell],
             remaining: float) -> None:
-    for slot in slots:
-        if slot.task is not None:
-            continue
-        task = tasks.pop(0) if tasks else None
-        if task is None:
-            cell = next(cells, None)
-            if cell is None:
-                return
-            task = run.slice_task(cell, remaining)
-        slot.conn.send({k: v for k, v in task.items() if k != "cell"})
-        slot.task, slot.started = task, time.monotonic()
-
-
-def _collect(run: _Run, slots: list[_Slot], busy: Sequence[_Slot]) -> None:
-    ready = wait([s.conn for s in busy] + [s.process.sentinel for s in busy], timeout=0.5)
-    limit = run.options.timeout_s * (run.options.slice_examples + 2) + 120.0
-    for i, slot in enumerate(slots):
-        if slot.task is None:
-            continue
-        task = slot.task
-        if slot.conn in ready:
-            try:
-                result, healthy = slot.conn.recv(), True
-            except (EOFError, OSError):
-                result, healthy = _lost(slot, "crash", "died"), False
-        elif slot.process.sentinel in ready:
-            result, healthy = _lost(slot, "crash", "died"), False
-        elif time.monotonic() - slot.started > limit:
-            result, healthy = _lost(slot, "timeout", f"did not finish the slice within {limit:.0f} s"), False
-        else:
-            continue
-        if healthy:
-            slot.task = None
-        else:
-            slot.kill()
-            slots[i] = _Slot.start()
-        if not run.stop:
-            run.absorb(task, result)
-
-
-def _lost(slot: _Slot, kind: str, what: str) -> dict[str, Any]:
-    code = slot.process.exitcode
-    return {"kind": kind, "error": f"the fuzz worker process {what}" + (f" (exit code {code})" if code else ""),
-            "traceback": ""}
+    """Submit units while the executor has room; a cell whose chip is busy waits its turn."""
+    while queue and executor.free() > 0:
+        executor.submit(queue.pop(0))
+    for cell in list(held):
+        if not run.more_slices():
+            return
+        if cell in run.retired or (executor.free() > 0 and executor.accepts(cell.hardware)):
+            held.remove(cell)
+            if cell not in run.retired:
+                executor.submit(run.slice_unit(cell, remaining))
+    for _ in range(len(run.cells)):
+        if executor.free() <= 0 or not run.more_slices():
+            return
+        cell = next(cells, None)
+        if cell is None:
+            return
+        if executor.accepts(cell.hardware):
+            executor.submit(run.slice_unit(cell, remaining))
+        elif cell not in held:
+            held.append(cell)

@@ -32,6 +32,7 @@ class BackendResult:
       shrink_steps: candidates run while shrinking a failure to its minimal example.
       seconds: wall time of the kernel's search.
       transform: None for the bare kernel, else the transform.
+      node: where it ran (campaigns: the executor's node names, comma-separated).
     """
 
     kernel: str
@@ -41,6 +42,7 @@ class BackendResult:
     examples: int = 0
     seconds: float = 0.0
     transform: str | None = None
+    node: str = ""
     shrink_steps: int = 0
 
     @property
@@ -65,6 +67,7 @@ class Report:
     profile: str = "dev"
     seconds: float = 0.0
     interrupted: bool = False
+    executor: str | None = None
     invalid: list[dict[str, str]] = dataclasses.field(default_factory=list)
 
     def merge(self, other: Report) -> None:
@@ -87,6 +90,7 @@ class Report:
             "profile": self.profile,
             "seconds": round(self.seconds, 3),
             "interrupted": self.interrupted,
+            "executor": self.executor,
             "kernels": kernels,
             "backends": list(self.backends),
             "findings": [finding_dict(f) for f in self.findings],
@@ -106,7 +110,8 @@ class Report:
         kernels = [{k: v for k, v in kernel.items() if k != "results"} for kernel in data["kernels"]]
         return cls(kernels=kernels, backends=list(data["backends"]), findings=findings, results=results,
                    seed=data.get("seed"), profile=data.get("profile", "dev"), seconds=data.get("seconds", 0.0),
-                   interrupted=data.get("interrupted", False), invalid=list(data.get("invalid_specs", [])))
+                   interrupted=data.get("interrupted", False), executor=data.get("executor"),
+                   invalid=list(data.get("invalid_specs", [])))
 
 
 _FINDING_FIELDS = {f.name for f in dataclasses.fields(Finding)}

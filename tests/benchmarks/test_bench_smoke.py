@@ -102,9 +102,10 @@ def test_tiny_run_writes_every_key(tmp_path: Path) -> None:
     for key in ("overhead_ratio", "kill_rate", "kill_rate_hlo_grid", "kill_rate_hlo_random", "kill_rate_tpu_default",
                 "detect_ratio_vs_best_baseline", "compiles_per_100_search_examples",
                 "compiles_per_100_shrink_examples", "examples_per_s", "recommended_max_grid_points", "machine",
-                "deadlock_report_s"):
+                "deadlock_report_s", "ray_overhead_ratio"):
         assert key in results, key
     assert _positive(results["overhead_ratio"])
+    assert _positive(results["ray_overhead_ratio"])
     assert _positive(results["detect_ratio_vs_best_baseline"])
     assert all(_positive(v) for v in results["examples_per_s"].values())
     per_mutant = results["detection"]["per_mutant"]

@@ -1,0 +1,204 @@
+"""The Ray executor: each unit of work is one Ray task, placed by the hardware it needs.
+
+Ray schedules; this module only asks. A unit needing a chip asks for its resources
+(``placement.ray_request``); one that no alive node offers is answered at once with a
+``skipped`` result naming what is missing, never left pending. Failures map onto the
+local executor's: a task that overruns its ``limit_s`` is force-cancelled (``timeout``),
+one whose worker process died is a ``crash``, one whose node died is submitted again
+elsewhere (at most ``node_retries`` times), and ``cancel`` stops every task in flight.
+Every unit reports the node that ran it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from pallas_verify.errors import InvalidArgument
+from pallas_verify.execution.base import Done, Executor, Work, host, lost, run_entry
+from pallas_verify.execution.placement import RayRequest, ray_request
+
+__all__ = ["RayExecutor"]
+
+_OFFERS_EVERY_S = 2.0
+
+
+def _task(work: Work) -> dict[str, Any]:
+    """The body of every Ray task: the worker side of ``run_entry`` plus where it ran."""
+    import ray
+
+    from pallas_verify._env import configure
+
+    configure()
+    node = f"{host()}:{ray.get_runtime_context().get_node_id()[:8]}"
+    try:
+        result = run_entry(work)
+    except Exception as exc:
+        result = lost("exception", f"{type(exc).__name__}: {exc}", traceback.format_exc())
+    return {"result": result, "node": node}
+
+
+@dataclasses.dataclass
+class _Flight:
+    work: Work
+    started: float
+    attempts: int = 1
+
+
+class RayExecutor(Executor):
+    """Units as Ray tasks on the cluster at ``address`` (None: start or join a local one).
+
+    ``workers``: tasks in flight at once; None: the cluster's CPU count.
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, workers: int | None = None, *, node_retries: int = 2) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise InvalidArgument("executor='ray' needs Ray: install the 'cluster' extra "
+                                  "(pip install 'pallas-verify[cluster]').") from None
+        self._ray = ray
+        self._owned = not ray.is_initialized()
+        if self._owned:
+            self._init(address)
+        self._remote = ray.remote(max_retries=0)(_task)
+        self._workers = workers
+        self._retries = node_retries
+        self._flights: dict[Any, _Flight] = {}
+        self._offers: tuple[float, list[Mapping[str, float]]] = (0.0, [])
+
+    def _init(self, address: str | None) -> None:
+        kwargs: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+        if address is None and not os.environ.get("RAY_ADDRESS"):
+            # A fresh local instance: loopback only (Ray's single-host mode, read from this
+            # variable by the processes it starts and from its constant here), and workers
+            # import what we import.
+            from ray._private import ray_constants
+
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+            ray_constants.ENABLE_RAY_CLUSTER = False
+            path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+            kwargs.update(_node_ip_address="127.0.0.1", include_dashboard=False,
+                          runtime_env={"env_vars": {"PYTHONPATH": path}})
+        try:
+            with warnings.catch_warnings():
+                # Ray starts its processes with fork+exec; jax's warning about fork in a
+                # threaded process does not apply to a child that execs at once.
+                warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+                self._ray.init(address=address, **kwargs)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise InvalidArgument(f"ray_address={address!r}: cannot join the Ray cluster ({exc}); start it "
+                                  "with `ray start --head` or pass its address, e.g. --ray-address HOST:6379.") from None
+
+    # -- capacity and placement ------------------------------------------------------------
+
+    def _nodes(self) -> list[Mapping[str, float]]:
+        """Total resources of every alive node, refreshed every few seconds."""
+        when, nodes = self._offers
+        if time.monotonic() - when > _OFFERS_EVERY_S:
+            nodes = [n["Resources"] for n in self._ray.nodes() if n.get("Alive")]
+            self._offers = (time.monotonic(), nodes)
+        return nodes
+
+    def slots(self) -> int:
+        if self._workers is not None:
+            return self._workers
+        return max(1, int(sum(n.get("CPU", 0.0) for n in self._nodes())))
+
+    def offers(self, hardware: str) -> str | None:
+        return self._missing(ray_request(hardware))
+
+    def _missing(self, request: RayRequest) -> str | None:
+        if any(request.fits(n) for n in self._nodes()):
+            return None
+        return f"no node of the Ray cluster offers {request.describe()}"
+
+    def accepts(self, hardware: str | None) -> bool:
+        """Room now for a unit needing ``hardware``: a free slot and, for a chip, a free chip."""
+        if self.free() <= 0:
+            return False
+        if hardware is None:
+            return True
+        request = ray_request(hardware)
+        chips = sum(n.get("TPU" if "TPU" in request.resources else "GPU", 0.0)
+                    for n in self._nodes() if request.fits(n))
+        busy = sum(1 for f in self._flights.values() if f.work.hardware == hardware)
+        return busy < chips
+
+    # -- running ---------------------------------------------------------------------------
+
+    def submit(self, work: Work, attempts: int = 1) -> None:
+        request = ray_request(work.hardware)
+        options: dict[str, Any] = {"num_cpus": request.num_cpus, "num_gpus": request.num_gpus,
+                                   "resources": dict(request.resources)}
+        if work.env:
+            options["runtime_env"] = {"env_vars": dict(work.env)}
+        ref = self._remote.options(**options).remote(work)
+        self._flights[ref] = _Flight(work=work, started=time.monotonic(), attempts=attempts)
+
+    def running(self) -> list[Work]:
+        return [f.work for f in self._flights.values()]
+
+    def poll(self, timeout_s: float) -> list[Done]:
+        ray = self._ray
+        if not self._flights:
+            return []
+        refs = list(self._flights)
+        ray.wait(refs, num_returns=1, timeout=timeout_s)
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        finished = [self._fetch(ref) for ref in ready]
+        now = time.monotonic()
+        for ref, flight in list(self._flights.items()):
+            if ref in ready:
+                continue
+            missing = self._missing(ray_request(flight.work.hardware)) if flight.work.hardware else None
+            if missing is not None or now - flight.started > flight.work.limit_s:
+                ray.cancel(ref, force=True)
+                del self._flights[ref]
+                result = ({"skipped": missing} if missing else
+                          lost("timeout", f"the Ray task did not finish the unit within {flight.work.limit_s:.0f} s"))
+                finished.append(Done(work=flight.work, result=result, node="", seconds=now - flight.started,
+                                     attempts=flight.attempts))
+        return [d for d in finished if d is not None]
+
+    def _fetch(self, ref: Any) -> Done | None:
+        ray = self._ray
+        flight = self._flights.pop(ref)
+        seconds = time.monotonic() - flight.started
+        try:
+            answer = ray.get(ref)
+        except (ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError) as exc:
+            if flight.attempts <= self._retries:
+                self.retried += 1
+                self.submit(flight.work, attempts=flight.attempts + 1)
+                return None
+            answer = {"result": lost("crash", f"the node running the unit died {flight.attempts} times; last: {exc}"),
+                      "node": ""}
+        except ray.exceptions.WorkerCrashedError as exc:
+            answer = {"result": lost("crash", f"the Ray worker process died: {str(exc).splitlines()[0]}"), "node": ""}
+        except ray.exceptions.TaskCancelledError:
+            answer = {"result": lost("timeout", "the Ray task was cancelled"), "node": ""}
+        except ray.exceptions.RayError as exc:
+            answer = {"result": lost("exception", f"{type(exc).__name__}: {exc}"), "node": ""}
+        return Done(work=flight.work, result=answer["result"], node=answer["node"], seconds=seconds,
+                    attempts=flight.attempts)
+
+    def cancel(self) -> list[Work]:
+        stopped = self.running()
+        for ref in self._flights:
+            self._ray.cancel(ref, force=True)
+        self._flights.clear()
+        return stopped
+
+    def close(self) -> None:
+        self.cancel()
+        if self._owned and self._ray.is_initialized():
+            self._ray.shutdown()
