@@ -62,7 +62,7 @@ def local_redis(workdir: Path) -> Iterator[str]:
 def _units(count: int, db: str) -> list[Any]:
     from pallas_verify.execution import Work
 
-    return [Work(entry="pallas_verify.units:run_slice", kind="slice", spec_ref=SLICE_SPECS[i % len(SLICE_SPECS)],
+    return [Work(entry="pallas_verify.execution.units:run_slice", kind="slice", spec_ref=SLICE_SPECS[i % len(SLICE_SPECS)],
                  backends=("interpret",), seed=i, max_examples=2, limit_s=600.0,
                  params={"timeout_s": 60.0, "static": False, "shrink_s": 5.0, "database": db})
             for i in range(count)]
@@ -108,7 +108,7 @@ def night2_refind(budget_s: float) -> dict[str, Any]:
 def _night(out: Path, db: str, seed: int, budget_s: float) -> dict[str, Any]:
     """One night of one slice: wall seconds to the finding's progress line (worker start-up
     included), the search's own seconds to detect, and examples to detect."""
-    from pallas_verify.fuzz import FuzzOptions, fuzz
+    from pallas_verify.campaigns.fuzz import FuzzOptions, fuzz
 
     class Stream(io.StringIO):
         first: float | None = None

@@ -29,7 +29,7 @@ def _first(report: Any, kind: str) -> Any:
 def deadlock(only: tuple[str, ...] = ()) -> dict[str, Any]:
     """Per deadlocking mutant and run: the finding's kind, seconds to it, and wall seconds."""
     from pallas_verify.engine import verify
-    from pallas_verify.isolation import shared_worker
+    from pallas_verify.execution.isolation import shared_worker
     from reference_kernels.mutants import mutants
 
     chosen = [m for m in mutants() if "deadlock" in m.expects and (not only or m.name in only)]

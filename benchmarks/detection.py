@@ -142,9 +142,9 @@ def _components(mutant: Any, seed: int) -> dict[str, float]:
     import jax
 
     from benchmarks.sampling import draw_examples
-    from pallas_verify import gridcheck
     from pallas_verify.backends import registry
     from pallas_verify.case import Case
+    from pallas_verify.grid import check as gridcheck
     from pallas_verify.reference import reference_outputs
 
     [ex] = draw_examples(mutant.spec, count=1, seed=seed)

@@ -54,7 +54,7 @@ def _run(workers: int, folder: Path, max_examples: int, timeout_s: float) -> dic
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
         raise RuntimeError(f"pytest -n {workers} over the catalog exited {done.returncode}:\n{tail}")
-    from pallas_verify.report import Report
+    from pallas_verify.reports.report import Report
 
     report = Report.from_dict(json.loads((report_dir / "report.json").read_text()))
     examples = sum(r.examples for r in report.results)

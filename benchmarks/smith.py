@@ -31,7 +31,7 @@ def _mutants() -> Any:
 
 
 def rates(budget_s: float, out: Path) -> dict[str, Any]:
-    from pallas_verify.smith.campaign import SmithOptions, smith
+    from pallas_verify.campaigns.smith.campaign import SmithOptions, smith
 
     run = smith(SmithOptions(backends=("interpret", "tpu_interpret", "mosaic_tpu:v5e"), budget_s=budget_s,
                              out_dir=out / "rates", seed=0))
@@ -46,8 +46,8 @@ def exact_validity(n: int) -> dict[str, Any]:
     from hypothesis import strategies as st
 
     from pallas_verify.backends import registry
+    from pallas_verify.campaigns.smith.spec import SPEC
     from pallas_verify.case import Case
-    from pallas_verify.smith.spec import SPEC
 
     counts = {"programs": 0, "interpret": 0, "tpu_interpret": 0, "rejections": []}
 
@@ -70,7 +70,7 @@ def exact_validity(n: int) -> dict[str, Any]:
 
 
 def mutation_score(budget_s: float, out: Path) -> dict[str, Any]:
-    from pallas_verify.smith.campaign import SmithOptions, smith
+    from pallas_verify.campaigns.smith.campaign import SmithOptions, smith
 
     mutants, rows = _mutants(), {}
     for name in mutants.MUTANTS:

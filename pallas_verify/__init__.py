@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pallas_verify.errors import PallasVerifyError as PallasVerifyError
     from pallas_verify.findings import FINDING_KINDS as FINDING_KINDS
     from pallas_verify.findings import Finding as Finding
-    from pallas_verify.report import Report as Report
+    from pallas_verify.reports.report import Report as Report
     from pallas_verify.spec import KernelSpec as KernelSpec
     from pallas_verify.spec import Tolerance as Tolerance
     from pallas_verify.testing import KernelFindingsError as KernelFindingsError
@@ -32,7 +32,7 @@ _EXPORTS: dict[str, str] = {
     "KernelFindingsError": "pallas_verify.testing",
     "KernelSpec": "pallas_verify.spec",
     "PallasVerifyError": "pallas_verify.errors",
-    "Report": "pallas_verify.report",
+    "Report": "pallas_verify.reports.report",
     "Tolerance": "pallas_verify.spec",
     "kernel_test": "pallas_verify.testing",
     "verify": "pallas_verify.engine",

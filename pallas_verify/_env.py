@@ -12,6 +12,6 @@ def configure() -> None:
     the CPU (the interpreters, libtpu's compile-only devices and the CUDA plugin's
     deviceless compiles all still work); with one attached nothing is forced.
     """
-    from pallas_verify.backends.targets import apply_jax_env_defaults
+    from pallas_verify.backends.families import apply_jax_env_defaults
 
     apply_jax_env_defaults()

@@ -25,8 +25,8 @@ def _serve(read_fd: int, write_fd: int) -> None:
         sys.path[:0] = missing
         try:
             spec = specs.get(request["spec"]) or specs.setdefault(request["spec"], load_spec(request["spec"]))
-            if "task" in request:  # tracing for the static check or blame (pallas_verify.static)
-                from pallas_verify.static import serve_task
+            if "task" in request:  # tracing for the static check or blame (pallas_verify.oracles.static)
+                from pallas_verify.oracles.static import serve_task
 
                 outbox.send(serve_task(spec, request))
                 continue

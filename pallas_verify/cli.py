@@ -43,7 +43,7 @@ def _smith_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _conformance_parser(sub: argparse._SubParsersAction) -> None:
-    from pallas_verify.conformance import DEMO_KERNELS
+    from pallas_verify.campaigns.conformance import DEMO_KERNELS
 
     for name, help_text, kernels, out in (
         ("conformance", "the feature x backend matrix of the bundled kernels", "*", "pv-out/conformance"),
@@ -149,8 +149,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from pallas_verify.errors import InvalidSpec
     from pallas_verify.loader import load_specs
     from pallas_verify.profiles import profile_settings
-    from pallas_verify.report import Report
-    from pallas_verify.summary import print_summary
+    from pallas_verify.reports.report import Report
+    from pallas_verify.reports.text import print_summary
 
     seed = _seed(args.seed, derandomized=profile_settings(args.profile).derandomize)
     specs = load_specs(args.target)
@@ -189,7 +189,7 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
-    from pallas_verify.fuzz import FuzzOptions, fuzz, parse_budget
+    from pallas_verify.campaigns.fuzz import FuzzOptions, fuzz, parse_budget
 
     backends = _backend_names(args)
     options = FuzzOptions(targets=tuple(args.targets), kernels=args.kernels, backends=backends,
@@ -203,19 +203,23 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from pallas_verify.fuzzdb import replay_report
+    from pallas_verify.campaigns.fuzzdb import replay_report
 
     return replay_report(args.report)
 
 
 def _cmd_conformance(args: argparse.Namespace) -> int:
-    from pallas_verify.conformance import bundled_specs, ensure_host_devices, run_conformance
+    from pallas_verify.campaigns.conformance import (
+        bundled_specs,
+        ensure_host_devices,
+        run_conformance,
+    )
 
     ensure_host_devices()  # before jax is imported: multi-device kernels run, not skip
     from pallas_verify import execution
-    from pallas_verify.fuzz import parse_budget
-    from pallas_verify.render import write_reports
-    from pallas_verify.summary import print_matrix
+    from pallas_verify.campaigns.fuzz import parse_budget
+    from pallas_verify.reports.render import write_reports
+    from pallas_verify.reports.text import print_matrix
 
     generated_s = 0.0 if args.generated.strip() in ("0", "") else parse_budget(args.generated)
     specs = bundled_specs(args.kernels)
@@ -231,8 +235,8 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
 def _cmd_smith(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from pallas_verify.fuzz import parse_budget
-    from pallas_verify.smith.campaign import SmithOptions, smith
+    from pallas_verify.campaigns.fuzz import parse_budget
+    from pallas_verify.campaigns.smith.campaign import SmithOptions, smith
 
     backends = _backend_names(args)
     run = smith(SmithOptions(backends=backends, budget_s=parse_budget(args.budget), out_dir=Path(args.out),

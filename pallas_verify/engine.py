@@ -35,7 +35,7 @@ from pallas_verify.backends.execute import config_key
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.findings import Finding
 from pallas_verify.profiles import profile_settings
-from pallas_verify.report import BackendResult, Report
+from pallas_verify.reports.report import BackendResult, Report
 from pallas_verify.runner import Runner, Unsupported, example_key
 from pallas_verify.spec import KernelSpec
 
@@ -250,7 +250,7 @@ def verify(
 
 
 def _finish(findings: list[tuple[Finding, dict[str, Any]]], search: _Search, runner: Runner, out_dir: Path) -> list[Finding]:
-    from pallas_verify.reproduce import write_reproducer
+    from pallas_verify.reports.reproduce import write_reproducer
 
     done = []
     for finding, example in findings:

@@ -32,7 +32,7 @@ from pallas_verify.testing import DEFAULT_BACKENDS, KernelFindingsError, PluginO
 kernel_test = testing.kernel_test
 
 if TYPE_CHECKING:
-    from pallas_verify.report import Report
+    from pallas_verify.reports.report import Report
     from pallas_verify.spec import KernelSpec
 
 __all__ = ["KernelItem"]
@@ -249,7 +249,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def _session_report(config: pytest.Config) -> Report:
     """The session's report, made on first use (a run without KernelSpecs never loads it)."""
     if _REPORT not in config.stash:
-        from pallas_verify.report import Report
+        from pallas_verify.reports.report import Report
 
         o = config.stash[_OPTIONS]
         config.stash[_REPORT] = Report(backends=list(o.backends), seed=o.seed, profile=o.profile)
@@ -262,7 +262,7 @@ def _record(config: pytest.Config, report: Report) -> None:
 
 
 def _record_skip(config: pytest.Config, spec: KernelSpec, backend: str, reason: str) -> None:
-    from pallas_verify.report import BackendResult, Report
+    from pallas_verify.reports.report import BackendResult, Report
 
     part = Report(backends=[backend], kernels=[_kernel_entry(spec)])
     part.results.append(BackendResult(kernel=spec.name, backend=backend, status="skipped", reason=reason))
@@ -296,8 +296,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def _write_session_report(config: pytest.Config, report: Report, parts: Path) -> None:
-    from pallas_verify.render import write_reports
-    from pallas_verify.report import Report
+    from pallas_verify.reports.render import write_reports
+    from pallas_verify.reports.report import Report
 
     for part in sorted(parts.glob("*.json")) if parts.is_dir() else []:
         report.merge(Report.from_dict(json.loads(part.read_text())))

@@ -10,15 +10,16 @@ from typing import Any
 
 import numpy as np
 
-from pallas_verify import _jax_compat, oracles, reference, transforms
+from pallas_verify import _jax_compat, reference, transforms
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.execute import config_key
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
-from pallas_verify.caselimit import CaseLimit
 from pallas_verify.errors import InvalidArgument
+from pallas_verify.execution.caselimit import CaseLimit
+from pallas_verify.execution.isolation import Worker, shared_worker
 from pallas_verify.findings import Finding
-from pallas_verify.isolation import Worker, shared_worker
 from pallas_verify.loader import spec_ref
+from pallas_verify.oracles import differential as oracles
 from pallas_verify.reference import Truth, reference_outputs
 from pallas_verify.spec import KernelSpec
 
@@ -158,7 +159,8 @@ class Runner:
         if limitation:
             raise Unsupported(limitation)
         judged = transforms.judged(case, expected)
-        found = oracles.outcome_findings(judged, outcome, expected if backend.executes else None, paths, truth)
+        found = oracles.outcome_findings(judged, outcome, expected if backend.executes else None, paths, truth,
+                                         executes=backend.executes)
         if found or not outcome.ok:
             return [self._blamed(f, judged, outcome, expected, truth) for f in found]
         found = self._metamorphic(backend, case, outcome, paths)
@@ -210,7 +212,7 @@ class Runner:
     def static_findings(self, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> list[Finding]:
         """The static grid check, once per (config, input shapes); parts it cannot
         analyse are added to ``static_notes``."""
-        from pallas_verify.static import static_check
+        from pallas_verify.oracles.static import static_check
 
         key = config_key(config) + repr([(x.shape, str(x.dtype)) for x in inputs])
         if key not in self._static:
@@ -222,7 +224,7 @@ class Runner:
 
     def _with_blame(self, finding: Finding, inputs: Sequence[np.ndarray], masks: Sequence[np.ndarray | None],
                     errors: Sequence[np.ndarray | None]) -> Finding:
-        from pallas_verify.static import blame_finding
+        from pallas_verify.oracles.static import blame_finding
 
         return blame_finding(finding, self.spec, inputs, masks, errors, spec_ref=self.spec_ref,
                              worker=self._tracer(), timeout_s=self.timeout_s)

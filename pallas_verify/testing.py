@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pallas_verify.report import Report
+    from pallas_verify.reports.report import Report
     from pallas_verify.spec import KernelSpec
 
 __all__ = ["DEFAULT_BACKENDS", "KernelFindingsError", "PluginOptions", "kernel_test", "verify_with"]
@@ -59,7 +59,7 @@ class KernelFindingsError(AssertionError):
     """A kernel showed findings; the message is every finding with its evidence and reproducer."""
 
     def __init__(self, report: Report) -> None:
-        from pallas_verify.render import findings_text
+        from pallas_verify.reports.render import findings_text
 
         self.report = report
         n = len(report.findings)

@@ -27,6 +27,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from pallas_verify import reference
+from pallas_verify.backends.wrap import WRAPS, inexact, split
 from pallas_verify.case import Case, Outcome
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.findings import Finding
@@ -41,9 +42,7 @@ __all__ = [
     "extend",
     "ground_truth",
     "judged",
-    "kernel_under",
     "per_example_findings",
-    "transformed",
 ]
 
 #: Smallest batch ``vmap`` draws: a batch of one tests nothing the bare search does not.
@@ -57,12 +56,6 @@ MAX_BATCH = 3
 GRAD_TOLERANCE_FACTOR = 8.0
 
 Arrays = tuple[np.ndarray, ...]
-
-
-def _inexact(dtype: Any) -> bool:
-    import jax.numpy as jnp
-
-    return bool(jnp.issubdtype(dtype, jnp.inexact))
 
 
 # --- vmap ---------------------------------------------------------------------------
@@ -80,12 +73,6 @@ def _vmap_extend(data: st.DataObject, spec: KernelSpec, config: Mapping[str, Any
                           f"inputs of different shapes for one config: {sorted(layouts)}; draw shapes from the "
                           "config so every example of a batch has the same shapes.")
     return tuple(np.stack([ex[i] for ex in examples]) for i in range(len(inputs)))
-
-
-def _vmap_wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-    import jax
-
-    return jax.vmap(fn)
 
 
 def _unbatch(inputs: Arrays, b: int) -> Arrays:
@@ -115,74 +102,38 @@ def _grad_extend(data: st.DataObject, spec: KernelSpec, config: Mapping[str, Any
     import jax
 
     del more
-    if not any(_inexact(x.dtype) for x in inputs):
+    if not any(inexact(x.dtype) for x in inputs):
         raise InvalidSpec(f"KernelSpec {spec.name!r} declares transforms=('grad',) but drew no floating-point "
                           f"input (dtypes {[str(x.dtype) for x in inputs]}); drop 'grad' from its transforms.")
     try:
         shapes = jax.tree.leaves(jax.eval_shape(functools.partial(spec.reference, **config), *inputs))
     except Exception:  # the runner reports the reference's failure on this very example
         shapes = []
-    floats = [s for s in shapes if _inexact(s.dtype)]
+    floats = [s for s in shapes if inexact(s.dtype)]
     seed = data.draw(st.integers(0, 2**32 - 1), label="cotangent")
     rng = np.random.default_rng(seed)
     cotangents = tuple(rng.standard_normal(s.shape).astype(s.dtype) for s in floats)
     return (*inputs, *cotangents, np.arange(len(inputs), dtype=np.int32))
 
 
-def _split(xs: Sequence[Any]) -> tuple[Sequence[Any], Sequence[Any]]:
-    """(primals, cotangents) of a grad example: the last array's length counts the primals."""
-    n = xs[-1].shape[0]
-    return xs[:n], xs[n:-1]
-
-
-def _vjp(fn: Callable[..., Any], xs: Sequence[Any]) -> tuple[Any, ...]:
-    """The VJP of ``fn`` at the primals of ``xs`` with its cotangents, per float input."""
-    import jax
-    import jax.numpy as jnp
-
-    primals, cotangents = _split(xs)
-    diff = [i for i, x in enumerate(primals) if _inexact(x.dtype)]
-
-    def of_floats(*values: Any) -> Any:
-        args = list(primals)
-        for i, value in zip(diff, values, strict=True):
-            args[i] = value
-        return fn(*args)
-
-    out, pullback = jax.vjp(of_floats, *(primals[i] for i in diff))
-    leaves, tree = jax.tree.flatten(out)
-    n_float = sum(_inexact(leaf.dtype) for leaf in leaves)
-    if n_float != len(cotangents):
-        raise ValueError(f"the function returns {n_float} floating-point outputs but the reference "
-                         f"returns {len(cotangents)}: their output structures differ.")
-    it = iter(cotangents)
-    cts = [jnp.asarray(next(it)).astype(leaf.dtype) if _inexact(leaf.dtype)
-           else np.zeros(leaf.shape, jax.dtypes.float0) for leaf in leaves]
-    return tuple(pullback(jax.tree.unflatten(tree, cts)))
-
-
-def _grad_wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return lambda *xs: _vjp(fn, xs)
+@functools.lru_cache(maxsize=256)
+def _referencevjp(reference: Any, config_items: tuple[tuple[str, Any], ...]) -> Any:
+    return WRAPS["grad"](functools.partial(reference, **dict(config_items)))
 
 
 @functools.lru_cache(maxsize=256)
-def _reference_vjp(reference: Any, config_items: tuple[tuple[str, Any], ...]) -> Any:
-    return _grad_wrap(functools.partial(reference, **dict(config_items)))
-
-
-@functools.lru_cache(maxsize=256)
-def _jit_reference_vjp(reference: Any, config_items: tuple[tuple[str, Any], ...]) -> Any:
+def _jit_referencevjp(reference: Any, config_items: tuple[tuple[str, Any], ...]) -> Any:
     import jax
 
-    return jax.jit(_reference_vjp(reference, config_items))
+    return jax.jit(_referencevjp(reference, config_items))
 
 
 def _grad_truth(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> Truth:
     """The reference's VJP evaluated in float64 (primals and cotangents upcast)."""
     try:
-        fn = _reference_vjp(spec.reference, tuple(sorted(config.items())))
+        fn = _referencevjp(spec.reference, tuple(sorted(config.items())))
     except TypeError:  # unhashable config values: no cache
-        fn = _grad_wrap(functools.partial(spec.reference, **config))
+        fn = WRAPS["grad"](functools.partial(spec.reference, **config))
     return reference.ground_truth(fn, inputs)
 
 
@@ -190,12 +141,12 @@ def _grad_expected(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) 
     import jax
 
     try:
-        fn = _jit_reference_vjp(spec.reference, tuple(sorted(config.items())))
+        fn = _jit_referencevjp(spec.reference, tuple(sorted(config.items())))
     except TypeError:  # unhashable config values: no cache
-        fn = jax.jit(_grad_wrap(functools.partial(spec.reference, **config)))
+        fn = jax.jit(WRAPS["grad"](functools.partial(spec.reference, **config)))
     grads = jax.block_until_ready(fn(*inputs))
-    primals, _ = _split(inputs)
-    paths = [f"grad(arg{i})" for i, x in enumerate(primals) if _inexact(x.dtype)]
+    primals, _ = split(inputs)
+    paths = [f"grad(arg{i})" for i, x in enumerate(primals) if inexact(x.dtype)]
     return [np.asarray(g) for g in grads], paths
 
 
@@ -235,8 +186,8 @@ class Rule:
 
 
 RULES: Mapping[str, Rule] = {
-    "vmap": Rule(name="vmap", extend=_vmap_extend, wrap=_vmap_wrap, expected=_vmap_expected, truth=_vmap_truth),
-    "grad": Rule(name="grad", extend=_grad_extend, wrap=_grad_wrap, expected=_grad_expected, truth=_grad_truth,
+    "vmap": Rule(name="vmap", extend=_vmap_extend, wrap=WRAPS["vmap"], expected=_vmap_expected, truth=_vmap_truth),
+    "grad": Rule(name="grad", extend=_grad_extend, wrap=WRAPS["grad"], expected=_grad_expected, truth=_grad_truth,
                  tolerance=_grad_tolerance),
 }
 assert tuple(RULES) == TRANSFORMS, "every transform of spec.TRANSFORMS needs exactly one rule"
@@ -246,20 +197,6 @@ def _rule(transform: str) -> Rule:
     if transform not in RULES:
         raise InvalidArgument(f"transform={transform!r} is not one of {TRANSFORMS}.")
     return RULES[transform]
-
-
-def transformed(fn: Callable[..., Any], transform: str | None, case: Any) -> Callable[..., Any]:
-    """``fn`` (the kernel bound to its config) under ``transform`` (None: ``fn`` itself)."""
-    del case
-    return fn if transform is None else _rule(transform).wrap(fn)
-
-
-def kernel_under(spec: KernelSpec, transform: str | None) -> Callable[..., Any]:
-    """``kernel(*inputs, **config)`` under ``transform``: what blame should trace."""
-    if transform is None:
-        return spec.kernel
-    wrap = _rule(transform).wrap
-    return lambda *xs, **config: wrap(functools.partial(spec.kernel, **config))(*xs)
 
 
 def extend(transform: str, data: st.DataObject, *, spec: KernelSpec, config: Mapping[str, Any],
@@ -294,7 +231,7 @@ def per_example_findings(case: Case, outcome: Outcome, run: Callable[[Case], Out
     """vmap: each example of the batch must match the kernel run on that example alone
     (by default: the batched kernel's error against the float64 ground truth within the
     bound of the lone kernel's error)."""
-    from pallas_verify.oracles import compare_outputs
+    from pallas_verify.oracles.differential import compare_outputs
 
     if case.transform != "vmap" or outcome.outputs is None:
         return []

@@ -2,7 +2,7 @@
 
 A program is a plain dict (``repr`` round-trips, JSON-able apart from tuples) that two
 emitters turn into source text: a ``pl.pallas_call`` kernel and a pure-JAX reference on
-whole arrays (``pallas_verify.smith.emit``). Every program is valid by construction for
+whole arrays (``pallas_verify.campaigns.smith.emit``). Every program is valid by construction for
 Mosaic TPU and both TPU-capable interpreters: block shapes come from
 ``tpu_block_shapes``/``tiled_configs``, grids are ``pl.cdiv`` grids (ragged edges are
 masked wherever a reduction would read padding), parallel axes form a prefix, DMAs and

@@ -22,8 +22,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from pallas_verify.backends import targets
-from pallas_verify.backends._compile_worker import UNSUPPORTED, compile_case, execute_case
+from pallas_verify.backends import families as targets
+from pallas_verify.backends.lowering import UNSUPPORTED, compile_case, execute_case
 from pallas_verify.case import Case, Outcome
 
 __all__ = [

@@ -35,7 +35,7 @@ def jitted(case: Case) -> Callable[..., Any]:
     """
     import jax
 
-    from pallas_verify.transforms import transformed
+    from pallas_verify.backends.wrap import transformed
 
     key = (case.spec.kernel, config_key(case.config), case.transform)
     fn = _JIT_CACHE.get(key)

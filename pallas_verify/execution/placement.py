@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from pallas_verify.backends import targets
+from pallas_verify.backends import families as targets
 from pallas_verify.errors import InvalidArgument
 
 __all__ = ["HARDWARE_POLICIES", "RAY_ACCELERATOR_TYPES", "RayRequest", "choose_hardware", "hardware_for", "ray_request"]

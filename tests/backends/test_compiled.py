@@ -19,8 +19,7 @@ import pytest
 from hypothesis import strategies as st
 
 import pallas_verify as pv
-from pallas_verify.backends import targets
-from pallas_verify.backends._compile_worker import compile_case, trim_message, unsupported_reason
+from pallas_verify.backends import families as targets
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.compiled import (
     COMPILE_CACHE,
@@ -29,6 +28,7 @@ from pallas_verify.backends.compiled import (
     CompiledBackend,
     compile_backends,
 )
+from pallas_verify.backends.lowering import compile_case, trim_message, unsupported_reason
 from pallas_verify.case import Case, Outcome
 
 TPU_CHIPS = [c.name for c in targets.TPU_CHIPS]

@@ -15,7 +15,7 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 from jax.experimental.pallas import tpu as pltpu
 
 import pallas_verify as pv
-from pallas_verify.oracles import compare_outputs
+from pallas_verify.oracles.differential import compare_outputs
 from pallas_verify.reference import Truth, spec_truth
 
 

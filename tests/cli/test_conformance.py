@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from pallas_verify.conformance import HOST_DEVICES, bundled_specs, ensure_host_devices
+from pallas_verify.campaigns.conformance import HOST_DEVICES, bundled_specs, ensure_host_devices
 from pallas_verify.errors import InvalidArgument
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from pallas_verify.campaigns.fuzz import FuzzOptions, parse_budget
+from pallas_verify.campaigns.fuzzdb import signature
 from pallas_verify.findings import Finding
-from pallas_verify.fuzz import FuzzOptions, parse_budget
-from pallas_verify.fuzzdb import signature
 
 PV = [sys.executable, "-m", "pallas_verify.cli"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 
 from pallas_verify.findings import Finding
-from pallas_verify.matrix import matrix_lines, reason_lines, tally
-from pallas_verify.report import BackendResult, Report
-from pallas_verify.summary import print_matrix
+from pallas_verify.reports.matrix import matrix_lines, reason_lines, tally
+from pallas_verify.reports.report import BackendResult, Report
+from pallas_verify.reports.text import print_matrix
 
 BACKENDS = ["interpret", "tpu_interpret", "mosaic_tpu:v4", "mosaic_tpu:v5e", "triton:a100"]
 VMAP_NA = "TPU interpret mode cannot run jax.vmap of this pallas_call"

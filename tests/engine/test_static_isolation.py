@@ -66,7 +66,7 @@ def test_trace_time_abort_is_a_static_crash_and_the_run_goes_on(tmp_path):
 
 
 def test_a_call_the_static_check_cannot_analyse_is_named_in_the_report(tmp_path, capsys):
-    from pallas_verify.summary import print_summary
+    from pallas_verify.reports.text import print_summary
 
     report = verify(spec("gridless"), ["tpu_interpret"], max_examples=2, profile="ci", out_dir=tmp_path)
     assert [(r.backend, r.status) for r in report.results] == [("tpu_interpret", "pass")]
@@ -83,9 +83,9 @@ def _blame_inputs():
 
 
 def test_blame_that_raises_while_tracing_keeps_the_finding(tmp_path):
+    from pallas_verify.execution.isolation import Worker
     from pallas_verify.findings import Finding
-    from pallas_verify.isolation import Worker
-    from pallas_verify.static import blame_finding
+    from pallas_verify.oracles.static import blame_finding
 
     finding = Finding(kind="mismatch", kernel="trace_raises", backend="interpret", message="outputs differ",
                       config={"block": 128, "n": 130})
@@ -103,9 +103,9 @@ def test_blame_that_raises_while_tracing_keeps_the_finding(tmp_path):
 
 @pytest.mark.slow
 def test_blame_that_hangs_while_tracing_keeps_the_finding():
+    from pallas_verify.execution.isolation import Worker
     from pallas_verify.findings import Finding
-    from pallas_verify.isolation import Worker
-    from pallas_verify.static import blame_finding
+    from pallas_verify.oracles.static import blame_finding
 
     finding = Finding(kind="mismatch", kernel="trace_hangs", backend="interpret", message="outputs differ",
                       config={"block": 128, "n": 130})

@@ -19,8 +19,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from pallas_verify.campaigns.fuzz import FuzzOptions, fuzz
 from pallas_verify.execution import Work
-from pallas_verify.fuzz import FuzzOptions, fuzz
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray_cluster")]
 
@@ -187,7 +187,7 @@ def test_sigint_cancels_outstanding_tasks_and_still_writes_a_complete_report(clu
 
 
 def test_conformance_units_on_ray_record_their_nodes(cluster, tmp_path):
-    from pallas_verify.conformance import run_conformance
+    from pallas_verify.campaigns.conformance import run_conformance
     from pallas_verify.execution.cluster import RayExecutor
     from pallas_verify.loader import load_spec
 

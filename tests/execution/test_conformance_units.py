@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pallas_verify.conformance import run_conformance
+from pallas_verify.campaigns.conformance import run_conformance
 from pallas_verify.execution.local import LocalExecutor
 from pallas_verify.loader import load_spec
 

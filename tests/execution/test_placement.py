@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pallas_verify.backends import targets
+from pallas_verify.backends import families as targets
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution.placement import (
     HARDWARE_POLICIES,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from pallas_verify.engine import verify
-from pallas_verify.report import Report
+from pallas_verify.reports.report import Report
 from pallas_verify.spec import KernelSpec
 from reference_kernels.mutants import Mutant, mutants
 

@@ -19,7 +19,7 @@ import pytest
 from jax.experimental.pallas import tpu as pltpu
 
 from pallas_verify import _jax_compat
-from pallas_verify.oracles import compare_outputs
+from pallas_verify.oracles.differential import compare_outputs
 from pallas_verify.reference import ground_truth
 from reference_kernels import attention, matmul, norms, reductions
 from reference_kernels.upstream import tpu_ops

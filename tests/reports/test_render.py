@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pallas_verify.findings import Finding
-from pallas_verify.render import (
+from pallas_verify.reports.render import (
     blame_maps,
     finding_text,
     heatmap_svg,
@@ -20,7 +20,7 @@ from pallas_verify.render import (
     text_heatmap,
     write_reports,
 )
-from pallas_verify.report import BackendResult, Report
+from pallas_verify.reports.report import BackendResult, Report
 
 EVIL = "<script>document.title='pwned'</script>"
 BLOCKS = [[0.0, 0.5, 0.0], [0.0, 2.0, float("inf")]]

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from pallas_verify import aliasing
-from pallas_verify.gridcheck import check_grid, grid_mappings, grid_points
+from pallas_verify.grid import alias as aliasing
+from pallas_verify.grid.check import check_grid, grid_mappings, grid_points
 from reference_kernels.mutants import hazards
 
 BM, BK = 8, 128

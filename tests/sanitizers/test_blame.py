@@ -9,7 +9,7 @@ import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from pallas_verify.blame import bad_elements, blame
+from pallas_verify.grid.blame import bad_elements, blame
 
 BM, BN = 8, 128
 

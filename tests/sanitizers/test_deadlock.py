@@ -10,9 +10,9 @@ from hypothesis import find
 
 from pallas_verify.backends.interpreters import TpuInterpret
 from pallas_verify.case import Case
-from pallas_verify.caselimit import CaseLimit
 from pallas_verify.engine import verify
-from pallas_verify.isolation import Worker
+from pallas_verify.execution.caselimit import CaseLimit
+from pallas_verify.execution.isolation import Worker
 from pallas_verify.loader import load_spec, spec_ref
 from reference_kernels.mutants import dma, hazards
 

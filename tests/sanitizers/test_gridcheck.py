@@ -11,7 +11,7 @@ import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from pallas_verify.gridcheck import SKIPPED, check_grid, describe_points, grid_mappings
+from pallas_verify.grid.check import SKIPPED, check_grid, describe_points, grid_mappings
 
 BLOCK = (8, 128)
 

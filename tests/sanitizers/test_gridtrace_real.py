@@ -9,8 +9,9 @@ import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from pallas_verify import gridcheck, gridtrace
-from pallas_verify.gridcheck import SKIPPED, check_grid, grid_mappings
+from pallas_verify.grid import check as gridcheck
+from pallas_verify.grid import trace as gridtrace
+from pallas_verify.grid.check import SKIPPED, check_grid, grid_mappings
 
 
 def _scale(s_ref, x_ref, o_ref):

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pallas_verify.campaigns.smith.campaign import GENERATED, SmithRun, _absorb
+from pallas_verify.campaigns.smith.repro import write_smith_reproducer
+from pallas_verify.campaigns.smith.spec import generated_spec
 from pallas_verify.cli import main
 from pallas_verify.engine import verify
 from pallas_verify.findings import Finding
-from pallas_verify.report import Report
-from pallas_verify.smith.campaign import GENERATED, SmithRun, _absorb
-from pallas_verify.smith.repro import write_smith_reproducer
-from pallas_verify.smith.spec import generated_spec
+from pallas_verify.reports.report import Report
 from strategies.programs import SKELETONS
 
 from ._mutants import planted
@@ -107,7 +107,7 @@ def test_cli_rejects_a_bad_budget(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_conformance_matrix_gets_a_generated_programs_row(tmp_path: Path) -> None:
-    from pallas_verify.conformance import run_conformance
+    from pallas_verify.campaigns.conformance import run_conformance
 
     lines: list[str] = []
     report = run_conformance([], backends="interpret", out_dir=tmp_path, progress=lines.append, generated_s=1.0)

@@ -7,7 +7,7 @@ import ast
 import pytest
 from hypothesis import HealthCheck, find, given, settings
 
-from pallas_verify.smith.source import program_source
+from pallas_verify.campaigns.smith.source import program_source
 from strategies import InvalidStrategyValue, pallas_programs, program_productions
 from strategies.programs import SKELETONS
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import pallas_verify as pv
 from pallas_verify import _jax_compat, transforms
-from pallas_verify.backends import registry
+from pallas_verify.backends import registry, wrap
 from pallas_verify.case import Case, ErrorInfo, Outcome
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.runner import Runner, Unsupported
@@ -28,12 +28,12 @@ def test_rules_cover_every_transform():
 
 def test_unknown_transform_is_rejected_with_choices():
     with pytest.raises(InvalidArgument, match=r"transform='vjp' is not one of \('vmap', 'grad'\)"):
-        transforms.transformed(lambda x: x, "vjp", None)
+        wrap.transformed(lambda x: x, "vjp", None)
 
 
 def test_no_transform_is_the_function_itself():
     fn = lambda x: x  # noqa: E731
-    assert transforms.transformed(fn, None, None) is fn
+    assert wrap.transformed(fn, None, None) is fn
 
 
 @given(st.data())
@@ -173,7 +173,7 @@ def test_vmap_batch_must_match_the_kernel_per_example():
 def test_kernel_under_grad_is_traceable_for_blame():
     from pallas_verify import _jax_compat
 
-    fn = transforms.kernel_under(k.WRONG_TRIPLE, "grad")
+    fn = wrap.kernel_under(k.WRONG_TRIPLE, "grad")
     with _jax_compat.force_interpret(True):
         [grad] = fn(*_grad_inputs(X))
     np.testing.assert_allclose(np.asarray(grad), 2 * np.ones_like(X))

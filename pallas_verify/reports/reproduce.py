@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from pallas_verify.casefile import save_case
 from pallas_verify.errors import PallasVerifyError
 from pallas_verify.findings import Finding
+from pallas_verify.reports.casefile import save_case
 
 __all__ = ["EXIT_CANNOT_RUN", "EXIT_FIXED", "EXIT_REPRODUCES", "CannotRun", "reproduce", "write_reproducer"]
 
@@ -51,7 +51,7 @@ configure()  # before jax is imported: CPU-first, so no GPU/TPU plugin start-up 
 
 import numpy as np  # noqa: E402,F401  (configs may hold numpy values)
 
-from pallas_verify.reproduce import reproduce  # noqa: E402
+from pallas_verify.reports.reproduce import reproduce  # noqa: E402
 
 SPEC = {spec!r}
 BACKEND = {backend!r}
@@ -142,8 +142,8 @@ def _rerun(spec: str | None, backend: str, config: Mapping[str, Any] | None, mod
            inputs: str | Path, transform: str | None) -> tuple[list[Finding], str]:
     """The findings of the recorded case and the spec's name; CannotRun when it cannot run."""
     from pallas_verify.backends import registry
-    from pallas_verify.casefile import load_case
     from pallas_verify.loader import load_spec
+    from pallas_verify.reports.casefile import load_case
     from pallas_verify.runner import Runner, Unsupported
 
     if spec is None:

@@ -72,7 +72,7 @@ def ship_reproducers(report: Any, out_dir: Path) -> dict[str, Any]:
 
 def receive_reproducers(result: Mapping[str, Any], into: Path) -> Any:
     """The Report of a unit's result, its reproducers written under ``into`` (driver side)."""
-    from pallas_verify.report import Report
+    from pallas_verify.reports.report import Report
 
     report = Report.from_dict(result["report"])
     files = result.get("files", {})
@@ -100,7 +100,7 @@ def run_slice(work: Work) -> dict[str, Any]:
 
 def replay_unit(work: Work) -> dict[str, Any]:
     """Replay one failure-database entry from the files the unit carries."""
-    from pallas_verify.fuzzdb import REPLAY_VERDICTS, replay_script
+    from pallas_verify.campaigns.fuzzdb import REPLAY_VERDICTS, replay_script
 
     with tempfile.TemporaryDirectory(prefix="pv-replay-") as tmp:
         for name, data in work.params["files"].items():

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from pallas_verify.case import Outcome
+from pallas_verify.execution.isolation import Worker
 from pallas_verify.findings import Finding
-from pallas_verify.isolation import Worker
 from pallas_verify.spec import KernelSpec
 
 __all__ = ["StaticResult", "blame_finding", "serve_task", "static_check"]
@@ -38,15 +38,17 @@ class StaticResult:
 
 
 def _static_issues(spec: KernelSpec, request: Mapping[str, Any]) -> list[Any]:
-    from pallas_verify import gridcheck
+    from pallas_verify.grid import check as gridcheck
 
     return gridcheck.check_grid(spec.kernel, request["inputs"], request["config"])
 
 
 def _blame(spec: KernelSpec, request: Mapping[str, Any]) -> Any:
-    from pallas_verify import blame, gridtrace, transforms
+    from pallas_verify.backends.wrap import kernel_under
+    from pallas_verify.grid import blame
+    from pallas_verify.grid import trace as gridtrace
 
-    kernel = transforms.kernel_under(spec, request["transform"])
+    kernel = kernel_under(spec, request["transform"])
     calls = gridtrace.grid_mappings(kernel, request["inputs"], request["config"])
     return blame.blame_outputs(calls, request["masks"], request["errors"])
 

@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from pallas_verify.case import Case, Outcome
-from pallas_verify.caselimit import IDLE_S, SAMPLE_S, CpuMeter
+from pallas_verify.execution.caselimit import IDLE_S, SAMPLE_S, CpuMeter
 
 __all__ = ["Worker", "shared_worker", "worker_env"]
 

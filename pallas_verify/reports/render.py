@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from pallas_verify.findings import Finding
-from pallas_verify.report import BackendResult, Report, jsonable, write_atomic
+from pallas_verify.reports.report import BackendResult, Report, jsonable, write_atomic
 
 __all__ = [
     "blame_maps",

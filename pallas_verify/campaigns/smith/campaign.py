@@ -33,7 +33,7 @@ from typing import Any, TextIO
 
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.findings import Finding
-from pallas_verify.report import BackendResult, Report, write_atomic
+from pallas_verify.reports.report import BackendResult, Report, write_atomic
 
 __all__ = ["GENERATED", "NOT_SUPPORTED", "SmithOptions", "SmithRun", "conformance_rows", "smith"]
 
@@ -127,9 +127,9 @@ def _interpreters(names: list[str]) -> set[str]:
 
 def _absorb(run: SmithRun, part: Report, out_dir: Path, interpreters: set[str]) -> list[Finding]:
     """Fold one slice's report into the run; the new findings."""
-    from pallas_verify.fuzzdb import signature
-    from pallas_verify.smith.repro import write_smith_reproducer
-    from pallas_verify.smith.triage import triage
+    from pallas_verify.campaigns.fuzzdb import signature
+    from pallas_verify.campaigns.smith.repro import write_smith_reproducer
+    from pallas_verify.campaigns.smith.triage import triage
 
     for r in part.results:
         old = run.cells.get(r.backend)
@@ -167,7 +167,7 @@ def _slice(options: SmithOptions, spec: Any, backends: list[str], seed: int, rem
 
 
 def _spec(options: SmithOptions) -> Any:
-    from pallas_verify.smith import spec as smith_spec
+    from pallas_verify.campaigns.smith import spec as smith_spec
 
     if options.max_grid_points == 8:
         return smith_spec.SPEC
@@ -179,7 +179,7 @@ def _spec(options: SmithOptions) -> Any:
 
 def smith(options: SmithOptions, *, stream: TextIO = sys.stderr) -> SmithRun:
     """Run generated programs for ``options.budget_s`` seconds; write and return the run."""
-    from pallas_verify.smith import spec as smith_spec
+    from pallas_verify.campaigns.smith import spec as smith_spec
     from strategies.programs import program_productions
 
     started = time.monotonic()
@@ -213,8 +213,8 @@ def smith(options: SmithOptions, *, stream: TextIO = sys.stderr) -> SmithRun:
 
 
 def _write(run: SmithRun, out_dir: Path) -> dict[str, Path]:
-    from pallas_verify.render import write_reports
-    from pallas_verify.smith.triage import write_upstream_findings
+    from pallas_verify.campaigns.smith.triage import write_upstream_findings
+    from pallas_verify.reports.render import write_reports
 
     paths = write_reports(run.report, out_dir, formats=("xml", "html", "md"))
     paths["json"] = write_atomic(out_dir / "report.json", json.dumps(run.to_dict(), indent=2) + "\n")

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from pallas_verify.backends import targets
+from pallas_verify.backends import families as targets
 from pallas_verify.case import UNSUPPORTED, Case, ErrorInfo, Outcome
 from pallas_verify.errors import PallasVerifyError
 
@@ -132,7 +132,7 @@ def _bound(case: Case) -> Any:
     ``case.inputs`` are then the transform's extended inputs (vmap: batched; grad:
     primals, cotangents and the primal layout), see ``pallas_verify.transforms``.
     """
-    from pallas_verify.transforms import transformed
+    from pallas_verify.backends.wrap import transformed
 
     return transformed(functools.partial(case.spec.kernel, **case.config), case.transform, case)
 

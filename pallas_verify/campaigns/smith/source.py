@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from pallas_verify.smith.emit import (
+from pallas_verify.campaigns.smith.emit import (
     _REDUCE,
     _UNARY,
     EXACT_DOT,

@@ -31,7 +31,7 @@ import dataclasses
 
 import numpy as np
 
-from pallas_verify.gridtrace import BlockOperand, PallasCall, block_indices
+from pallas_verify.grid.trace import BlockOperand, PallasCall, block_indices
 
 __all__ = ["ALIAS_HAZARD", "AliasHazard", "alias_hazards", "core_of", "element_boxes"]
 

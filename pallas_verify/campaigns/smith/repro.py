@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from pallas_verify.campaigns.smith.source import program_source
 from pallas_verify.findings import Finding
-from pallas_verify.smith.source import program_source
 
 __all__ = ["write_smith_reproducer"]
 
@@ -39,7 +39,7 @@ KIND = {kind!r}
 MODE = {mode!r}
 
 if __name__ == "__main__":
-    from pallas_verify.reproduce import reproduce
+    from pallas_verify.reports.reproduce import reproduce
 
     sys.exit(reproduce(f"{{Path(__file__).resolve()}}::SPEC", backend=BACKEND, kind=KIND, config={{}},
                        mode=MODE, inputs=INPUTS))

@@ -9,7 +9,7 @@ from pathlib import Path
 from pallas_verify import _jax_compat
 from pallas_verify.case import ErrorInfo
 from pallas_verify.findings import Finding
-from pallas_verify.report import write_atomic
+from pallas_verify.reports.report import write_atomic
 
 __all__ = ["triage", "write_upstream_findings"]
 

@@ -3,7 +3,7 @@
 The spec's config is ``{"program": <program>}`` drawn from ``strategies.pallas_programs``:
 Hypothesis draws (and, on a finding, shrinks) the program itself; the kernel and the
 reference exec the emitted source. ``SPEC`` lives at module level so worker processes
-load it by reference (``pallas_verify.smith.spec:SPEC``). Every program drawn in this
+load it by reference (``pallas_verify.campaigns.smith.spec:SPEC``). Every program drawn in this
 process is remembered in ``DRAWN`` (keyed by its source), for the campaign's counts and
 coverage histogram.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from pallas_verify.smith.source import compile_program, program_source
+from pallas_verify.campaigns.smith.source import compile_program, program_source
 from pallas_verify.spec import KernelSpec
 from strategies.programs import SKELETONS, pallas_programs, program_inputs
 

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from pallas_verify.gridcheck import DEFAULT_MAX_POINTS, describe_points
-from pallas_verify.gridtrace import (
+from pallas_verify.grid.check import DEFAULT_MAX_POINTS, describe_points
+from pallas_verify.grid.trace import (
     BlockOperand,
     PallasCall,
     block_indices,

@@ -18,8 +18,8 @@ from typing import Any
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution import Done, Executor, Work
 from pallas_verify.findings import Finding
-from pallas_verify.matrix import tally
-from pallas_verify.report import BackendResult, Report, cell_key
+from pallas_verify.reports.matrix import tally
+from pallas_verify.reports.report import BackendResult, Report, cell_key
 from pallas_verify.spec import KernelSpec
 
 __all__ = ["DEMO_KERNELS", "HOST_DEVICES", "bundled_specs", "ensure_host_devices", "run_conformance", "run_unit"]
@@ -117,7 +117,12 @@ def _run_here(specs: Sequence[KernelSpec], names: list[str], max_examples: int, 
 
 def _generated_row(names: Sequence[str], budget_s: float, out_dir: Path, progress: Callable[[str], Any]) -> Report:
     from pallas_verify.backends import registry
-    from pallas_verify.smith.campaign import GENERATED, SmithOptions, conformance_rows, smith
+    from pallas_verify.campaigns.smith.campaign import (
+        GENERATED,
+        SmithOptions,
+        conformance_rows,
+        smith,
+    )
 
     tpu = tuple(n for n in names if "tpu" in registry.get(n).platforms and registry.get(n).available() is None)
     part = conformance_rows(smith(SmithOptions(backends=tpu, budget_s=budget_s, out_dir=out_dir)))
@@ -130,8 +135,8 @@ def run_unit(work: Work) -> dict[str, Any]:
     import tempfile
 
     from pallas_verify.engine import verify
+    from pallas_verify.execution.units import ship_reproducers
     from pallas_verify.loader import load_spec
-    from pallas_verify.units import ship_reproducers
 
     spec = load_spec(work.spec_ref)
     shortfall = _device_shortfall(spec)
@@ -145,8 +150,8 @@ def run_unit(work: Work) -> dict[str, Any]:
 def _run_units(specs: Sequence[KernelSpec], names: list[str], max_examples: int, profile: str, repro: Path,
                executor: Executor, report: Report, progress: Callable[[str], Any]) -> None:
     """Every spec as a unit on ``executor``; parts merged in spec order as they come back."""
+    from pallas_verify.execution.units import receive_reproducers
     from pallas_verify.loader import spec_ref
-    from pallas_verify.units import receive_reproducers
 
     env = {k: os.environ[k] for k in ("XLA_FLAGS",) if k in os.environ}
     waiting = []
@@ -154,7 +159,7 @@ def _run_units(specs: Sequence[KernelSpec], names: list[str], max_examples: int,
         ref = spec_ref(spec)
         if ref is None:
             raise InvalidArgument(f"spec {spec.name!r} cannot be loaded by reference; define it at module level.")
-        waiting.append(Work(entry="pallas_verify.conformance:run_unit", kind="verify", spec_ref=ref, tag=spec.name,
+        waiting.append(Work(entry="pallas_verify.campaigns.conformance:run_unit", kind="verify", spec_ref=ref, tag=spec.name,
                             backends=tuple(names), max_examples=max_examples, params={"profile": profile},
                             env=env, limit_s=3600.0))
     parts: dict[str, Report] = {}

@@ -27,12 +27,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from pallas_verify.campaigns.fuzzdb import FailureDatabase, signature
+from pallas_verify.campaigns.progress import Progress, per_backend
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution import Done, Executor, Work
 from pallas_verify.findings import Finding
-from pallas_verify.fuzzdb import FailureDatabase, signature
-from pallas_verify.progress import Progress, per_backend
-from pallas_verify.report import BackendResult, Report, cell_key
+from pallas_verify.reports.report import BackendResult, Report, cell_key
 
 __all__ = ["FuzzOptions", "fuzz", "parse_budget"]
 
@@ -213,7 +213,7 @@ class _Run:
     def slice_unit(self, cell: _Cell, remaining: float) -> Work:
         self.slices += 1
         first_backend = next(c.backend for c in self.cells if c.kernel == cell.kernel)
-        work = Work(entry="pallas_verify.units:run_slice", kind="slice", spec_ref=cell.ref, backends=(cell.backend,),
+        work = Work(entry="pallas_verify.execution.units:run_slice", kind="slice", spec_ref=cell.ref, backends=(cell.backend,),
                     seed=(self.seed + self.slices) % 2**32, max_examples=self.options.slice_examples,
                     hardware=cell.hardware, tag=f"{cell.kernel} on {cell.backend}",
                     limit_s=self.options.timeout_s * (self.options.slice_examples + 2) + 120.0,
@@ -247,7 +247,7 @@ class _Run:
                                                   reason=kind, node=done.node))
             self.retired.add(cell)
             return None
-        from pallas_verify.units import receive_reproducers
+        from pallas_verify.execution.units import receive_reproducers
 
         part = receive_reproducers(result, self.options.out_dir / "tmp" / f"u{done.work.uid}")
         for r in part.results:
@@ -286,7 +286,7 @@ class _Run:
         units = []
         for entry in self.db.entries():
             files = {p.name: p.read_bytes() for p in (entry.with_suffix(".py"), entry.with_suffix(".npz")) if p.is_file()}
-            units.append(Work(entry="pallas_verify.units:replay_unit", kind="replay", tag=str(entry),
+            units.append(Work(entry="pallas_verify.execution.units:replay_unit", kind="replay", tag=str(entry),
                               limit_s=self.options.timeout_s + 120.0,
                               params={"script": entry.with_suffix(".py").name, "files": files}))
         return units
@@ -334,8 +334,8 @@ class _Run:
 def fuzz(options: FuzzOptions, *, stream: TextIO = sys.stderr) -> Report:
     """Fuzz for ``options.budget_s`` seconds; write and return the report."""
     from pallas_verify import execution
-    from pallas_verify.render import write_reports
-    from pallas_verify.units import check_database
+    from pallas_verify.execution.units import check_database
+    from pallas_verify.reports.render import write_reports
 
     started = time.monotonic()
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)

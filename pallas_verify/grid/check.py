@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from pallas_verify.aliasing import alias_hazards
-from pallas_verify.gridtrace import (
+from pallas_verify.grid.alias import alias_hazards
+from pallas_verify.grid.trace import (
     BlockOperand,
     PallasCall,
     block_indices,

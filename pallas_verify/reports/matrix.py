@@ -23,7 +23,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterable, Sequence
 
-from pallas_verify.report import BackendResult, Report
+from pallas_verify.reports.report import BackendResult, Report
 
 __all__ = ["CELL_LABELS", "matrix_lines", "reason_lines", "tally"]
 

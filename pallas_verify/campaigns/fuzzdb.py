@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 from pallas_verify.findings import Finding
-from pallas_verify.report import Report, finding_dict
-from pallas_verify.reproduce import EXIT_CANNOT_RUN, EXIT_FIXED, EXIT_REPRODUCES
+from pallas_verify.reports.report import Report, finding_dict
+from pallas_verify.reports.reproduce import EXIT_CANNOT_RUN, EXIT_FIXED, EXIT_REPRODUCES
 
 __all__ = ["REPLAY_VERDICTS", "FailureDatabase", "replay_report", "replay_script", "signature"]
 
@@ -39,7 +39,7 @@ def replay_script(script: str | Path) -> int:
     EXIT_REPRODUCES, EXIT_FIXED, or EXIT_CANNOT_RUN when the script or its case cannot run."""
     import runpy
 
-    from pallas_verify.reproduce import EXIT_CANNOT_RUN, reproduce
+    from pallas_verify.reports.reproduce import EXIT_CANNOT_RUN, reproduce
 
     try:
         names = runpy.run_path(str(script), run_name="pallas_verify_replay")

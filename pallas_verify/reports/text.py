@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from pallas_verify.matrix import matrix_lines, reason_lines, tally
-from pallas_verify.render import finding_text
-from pallas_verify.report import Report, cell_key
+from pallas_verify.reports.matrix import matrix_lines, reason_lines, tally
+from pallas_verify.reports.render import finding_text
+from pallas_verify.reports.report import Report, cell_key
 
 __all__ = ["print_matrix", "print_summary"]
 

@@ -7,11 +7,11 @@ interpreter knob changed: a correct kernel gives bitwise-identical outputs.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
 
+from pallas_verify import _jax_compat
 from pallas_verify.case import Case, Outcome
 from pallas_verify.findings import Finding
 from pallas_verify.reference import Truth
@@ -19,7 +19,6 @@ from pallas_verify.spec import Tolerance
 from pallas_verify.tolerance import Comparison, compare
 
 __all__ = [
-    "ERROR_KINDS",
     "bitwise_equal",
     "compare_outputs",
     "divergence_findings",
@@ -27,14 +26,6 @@ __all__ = [
     "outcome_findings",
 ]
 
-# What an interpreter's error says -> the finding kind it is. First match wins.
-ERROR_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"DEADLOCK DETECTED"), "deadlock"),
-    (re.compile(r"RACE DETECTED"), "race"),
-    (re.compile(r"Out-of-bounds|Out of bound|out of bounds", re.IGNORECASE), "out_of_bounds"),
-    (re.compile(r"Revisited block"), "revisit"),
-)
-_SEMAPHORE_LEAK = re.compile(r"^Semaphore .* has non-zero count.*$", re.MULTILINE)
 
 
 def _finding(case: Case, kind: str, message: str, **evidence: object) -> Finding:
@@ -72,9 +63,12 @@ def compare_outputs(
 
 def outcome_findings(
     case: Case, outcome: Outcome, expected: Sequence[np.ndarray] | None, paths: Sequence[str],
-    truth: Truth | None = None,
+    truth: Truth | None = None, *, executes: bool = True,
 ) -> list[Finding]:
-    """Findings from one outcome: crash, timeout, errors by kind, races, leaks, mismatches."""
+    """Findings from one outcome: crash, timeout, errors by kind, races, leaks, mismatches.
+
+    ``executes``: whether the case's backend runs kernels (an error of a compile-only
+    backend is a ``compile_error``)."""
     if outcome.crashed:
         return [_finding(case, "crash", outcome.crashed)]
     if outcome.timed_out:
@@ -83,11 +77,11 @@ def outcome_findings(
                          "a deadlock (e.g. a semaphore wait never signalled) or an endless loop")]
     found = []
     if outcome.error is not None:
-        found.append(_error_finding(case, outcome))
+        found.append(_error_finding(case, outcome, executes))
     if outcome.races:
         found.append(_finding(case, "race", "data race detected by the interpreter:\n" + outcome.diagnostics,
                               log=outcome.diagnostics))
-    leaks = _SEMAPHORE_LEAK.findall(outcome.diagnostics)
+    leaks = _jax_compat.semaphore_leaks(outcome.diagnostics)
     if leaks:
         found.append(_finding(case, "semaphore_leak", "semaphores left non-zero at kernel exit (a DMA or signal "
                               "never waited):\n" + "\n".join(leaks), log=leaks))
@@ -100,20 +94,14 @@ def outcome_findings(
     return found
 
 
-def _error_finding(case: Case, outcome: Outcome) -> Finding:
+def _error_finding(case: Case, outcome: Outcome, executes: bool) -> Finding:
     error = outcome.error
     assert error is not None
-    if outcome.compiled_only or not _executes(case):
+    if outcome.compiled_only or not executes:
         kind = "compile_error"
     else:
-        kind = next((k for pattern, k in ERROR_KINDS if pattern.search(error.message)), "exception")
+        kind = _jax_compat.error_kind(error.message) or "exception"
     return _finding(case, kind, error.summary(), error_type=error.type, traceback=error.traceback[-4000:])
-
-
-def _executes(case: Case) -> bool:
-    from pallas_verify.backends import registry
-
-    return registry.get(case.backend).executes
 
 
 def bitwise_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:

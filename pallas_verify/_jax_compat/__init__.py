@@ -1,0 +1,46 @@
+"""The one place that knows JAX internals (``jax._src``, pallas_call eqn params,
+interpreter state, the text of interpreter errors).
+
+Everything here is specific to JAX 0.12 (see PALLAS_ON_CPU.md); when JAX changes, this
+package is the only one to update. Callers use the names re-exported here.
+"""
+
+from pallas_verify._jax_compat.deadlock import DeadlockError as DeadlockError
+from pallas_verify._jax_compat.deadlock import deadlock_watch as deadlock_watch
+from pallas_verify._jax_compat.errors import DEADLOCK_MARKER as DEADLOCK_MARKER
+from pallas_verify._jax_compat.errors import LIMITATIONS as LIMITATIONS
+from pallas_verify._jax_compat.errors import RACE_MARKER as RACE_MARKER
+from pallas_verify._jax_compat.errors import Limitation as Limitation
+from pallas_verify._jax_compat.errors import error_info as error_info
+from pallas_verify._jax_compat.errors import error_kind as error_kind
+from pallas_verify._jax_compat.errors import semaphore_leaks as semaphore_leaks
+from pallas_verify._jax_compat.errors import upstream_limitation as upstream_limitation
+from pallas_verify._jax_compat.interpret import GRIDLESS_KERNELS as GRIDLESS_KERNELS
+from pallas_verify._jax_compat.interpret import RACE_LOGGERS as RACE_LOGGERS
+from pallas_verify._jax_compat.interpret import capture_logs as capture_logs
+from pallas_verify._jax_compat.interpret import force_interpret as force_interpret
+from pallas_verify._jax_compat.interpret import index_map_function as index_map_function
+from pallas_verify._jax_compat.interpret import reset_interpreters as reset_interpreters
+from pallas_verify._jax_compat.interpret import tpu_target as tpu_target
+from pallas_verify._jax_compat.interpret import written_refs as written_refs
+
+__all__ = [
+    "DEADLOCK_MARKER",
+    "GRIDLESS_KERNELS",
+    "LIMITATIONS",
+    "RACE_LOGGERS",
+    "RACE_MARKER",
+    "DeadlockError",
+    "Limitation",
+    "capture_logs",
+    "deadlock_watch",
+    "error_info",
+    "error_kind",
+    "force_interpret",
+    "index_map_function",
+    "reset_interpreters",
+    "semaphore_leaks",
+    "tpu_target",
+    "upstream_limitation",
+    "written_refs",
+]

@@ -1,0 +1,150 @@
+"""Forced interpreter modes, their state and logs, and what the static check reads of a
+traced pallas_call (JAX 0.12 internals)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = [
+    "GRIDLESS_KERNELS",
+    "RACE_LOGGERS",
+    "capture_logs",
+    "force_interpret",
+    "index_map_function",
+    "reset_interpreters",
+    "tpu_target",
+    "written_refs",
+]
+
+# Primitives of kernels without a grid or BlockSpecs (pl.kernel over a mesh, core_map):
+# the static check names them as skipped rather than passing over them in silence.
+GRIDLESS_KERNELS = frozenset({"core_map", "mpmd_map"})
+
+# Loggers that report races with on_race="warn" (TPU and GPU interpret modes; a racing
+# write is reported through the ROOT logger, a racing read through the module's), and the
+# one that logs every failed interpreter callback at ERROR.
+RACE_LOGGERS = (
+    "jax._src.pallas.mosaic.interpret.race_detection_state",
+    "jax._src.pallas.mosaic_gpu.interpret.race_detection_state",
+    "",
+)
+_CALLBACK_LOGGER = "jax._src.callback"
+_CLOCK_REPR = re.compile(r" at 0x[0-9a-f]+")
+
+
+@contextlib.contextmanager
+def force_interpret(params: Any) -> Iterator[None]:
+    """Trace every ``pallas_call`` inside with ``interpret=params``.
+
+    ``params`` may be ``True`` (HLO interpreter), a ``pltpu.InterpretParams`` (TPU
+    interpret mode) or a ``plgpu.InterpretGPUParams`` (GPU interpret mode): pallas_call
+    uses ``that value or interpret``, so one config value serves all three.
+    """
+    from jax._src import config
+
+    prev = config.pallas_tpu_interpret_mode_context_manager.swap_local(params)
+    try:
+        yield
+    finally:
+        config.pallas_tpu_interpret_mode_context_manager.set_local(prev)
+
+
+def index_map_function(closed: Any) -> Any:
+    """A pure function of ``(*grid_indices, *prefetch_values)`` for an index-map jaxpr.
+
+    Index maps read scalar-prefetch operands as SMEM refs, indexed with typed-int literals
+    (jax's splash attention); evaluating the stateful jaxpr under vmap fails (``Invalid
+    type of idxer: TypedInt``), so the refs are discharged into plain arrays first, as
+    Pallas's own interpreter does (``BlockMapping.compute_start_indices_interpret``).
+    The function returns the block indices followed by the (unchanged) prefetch values.
+    """
+    import jax.extend as jex
+    from jax._src.state import discharge
+
+    return jex.core.jaxpr_as_fun(discharge.discharge_state(closed, strip_memory_space=True))
+
+
+def written_refs(jaxpr: Any) -> list[Any]:
+    """The inputs (vars, or positions) of ``jaxpr`` that it writes or accumulates into."""
+    from jax._src.state import types as state_types
+
+    kinds = (state_types.WriteEffect, state_types.AccumEffect)
+    return [eff.input for eff in jaxpr.effects if isinstance(eff, kinds)]
+
+
+# The chip whose tiling TPU interpret mode pads buffers to under buffer_bounds="padded"
+# (every current TPU tiles 32-bit arrays in (8, 128) tiles).
+TPU_DEVICE_KIND = "TPU v5 lite"
+
+
+@contextlib.contextmanager
+def tpu_target(device_kind: str = TPU_DEVICE_KIND, num_cores: int = 1) -> Iterator[None]:
+    """Trace as for a TPU of ``device_kind``: what ``buffer_bounds="padded"`` needs to
+    compute each buffer's tiled (padded) shape on a machine without TPUs.
+
+    The documented route, ``use_abstract_mesh(AbstractMesh(..., abstract_device=...))``,
+    also replaces the context mesh, so a kernel inside ``shard_map`` over a concrete mesh
+    fails ("The context mesh ... should match the mesh passed to shard_map"). Only the
+    two device lookups of ``jax._src.tpu_info`` are redirected here; on a TPU host, or
+    under an abstract TPU device already, nothing changes.
+    """
+    from jax._src import tpu_info
+
+    saved = tpu_info.get_device_kind, tpu_info.get_num_device_cores
+    if tpu_info.chip_version_from_device_kind(saved[0]()) is not None:
+        yield
+        return
+    tpu_info.get_device_kind = lambda: device_kind
+    tpu_info.get_num_device_cores = lambda: num_cores
+    try:
+        yield
+    finally:
+        tpu_info.get_device_kind, tpu_info.get_num_device_cores = saved
+
+
+def reset_interpreters() -> None:
+    """Clear interpreter state left behind by a failed run, so the next run is clean."""
+    import jax
+    from jax._src.pallas.mosaic_gpu.interpret import interpret_pallas_call as gi
+    from jax.experimental.pallas import tpu as pltpu
+
+    with contextlib.suppress(Exception):
+        jax.effects_barrier()
+    pltpu.reset_tpu_interpret_mode_state()
+    gi.reset_gpu_interpret_mode_state()
+
+
+class _Collector(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[tuple[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append((record.name, _CLOCK_REPR.sub("", record.getMessage())))
+
+
+@contextlib.contextmanager
+def capture_logs() -> Iterator[list[tuple[str, str]]]:
+    """Collect (logger, message) from the interpreters' race and callback loggers.
+
+    The module loggers stop propagating meanwhile, so a captured race report or callback
+    failure does not also print to the user's terminal; the handler on the root logger
+    also keeps a bare ``logging.warning`` from installing a stderr handler for good.
+    """
+    collector = _Collector()
+    loggers = [logging.getLogger(n or None) for n in (*RACE_LOGGERS, _CALLBACK_LOGGER)]
+    saved = [(lg.propagate, lg.level) for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(collector)
+        lg.propagate = False
+        lg.setLevel(logging.WARNING)
+    try:
+        yield collector.records
+    finally:
+        for lg, (propagate, level) in zip(loggers, saved, strict=True):
+            lg.removeHandler(collector)
+            lg.propagate, lg.level = propagate, level

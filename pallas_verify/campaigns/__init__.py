@@ -1,0 +1,1 @@
+"""Campaigns over many kernels: fuzz, conformance, the failure database."""

@@ -1,0 +1,1 @@
+"""Oracles: outcomes (and the reference's outputs) -> findings."""

@@ -1,0 +1,1 @@
+"""Reports: the model (JSON is the source of truth), its renderings, reproducers."""
