@@ -5,7 +5,7 @@ Three figures (printed, and written to benchmarks/smith_results.json):
 1. rates: one campaign on interpret, tpu_interpret and mosaic_tpu:v5e; programs per
    minute per backend (the engine's examples per backend over its seconds), validity;
 2. validity, exactly: N fresh programs run once on each interpreter, counting rejections;
-3. backend mutation score: per planted interpreter bug (tests/smith/_mutants.py), a
+3. backend mutation score: per planted interpreter bug (tests/campaigns/smith/_mutants.py), a
    campaign on the HLO interpreter with the bug planted; found or not, and how fast.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "smith_results.json"
-_MUTANTS = Path(__file__).resolve().parent.parent / "tests" / "smith" / "_mutants.py"
+_MUTANTS = Path(__file__).resolve().parent.parent / "tests" / "campaigns" / "smith" / "_mutants.py"
 
 
 def _mutants() -> Any:

@@ -27,7 +27,7 @@ from reference_kernels.mutants import Mutant, mutants
 BACKENDS = ("interpret", "tpu_interpret")
 # Backward-pass mutants (found only through ``grad``) run on the HLO interpreter here:
 # gradients in TPU interpret mode cost minutes per flash-attention twin, and
-# tests/transforms checks backward kernels there.
+# tests/engine/test_verify_transforms.py checks backward kernels there.
 GRAD_BACKENDS = ("interpret",)
 # Every mutant shows its bug on its first example; ten leaves room for a draw that hides it.
 MAX_EXAMPLES = 10

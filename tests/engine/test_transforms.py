@@ -16,7 +16,7 @@ from pallas_verify.case import Case, ErrorInfo, Outcome
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.runner import Runner, Unsupported
 from pallas_verify.spec import TRANSFORMS
-from tests.transforms import _kernels as k
+from tests.engine import _kernels as k
 
 X = np.arange(8 * 128, dtype=np.float32).reshape(8, 128) / 100
 INTERPRET = registry.get("interpret")

@@ -13,7 +13,7 @@ import pytest
 from pallas_verify.engine import verify
 from reference_kernels import transforms_attention, transforms_matmul, transforms_norms
 from reference_kernels.mutants import backward
-from tests.transforms import _kernels as k
+from tests.engine import _kernels as k
 
 
 def _cells(report):
