@@ -1,0 +1,87 @@
+"""The worker process: a case runs and comes back, an error is an outcome, a hang is a
+timeout, an abort is a crash, and the next case after either gets a fresh process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pallas_verify.case import Case
+from pallas_verify.execution.isolation import Worker
+
+SPECS = Path(__file__).with_name("_worker_specs.py")
+X = np.arange(8, dtype=np.float32)
+
+
+def _case() -> Case:
+    return Case(spec=None, config={}, inputs=(X,), backend="interpret")
+
+
+def _run(worker: Worker, name: str, **limits):
+    return worker.run(f"{SPECS}::{name}", _case(), **limits)
+
+
+@pytest.fixture(scope="module")
+def worker():
+    worker = Worker(timeout_s=120.0)
+    yield worker
+    worker.close()
+
+
+def _pid(outcome) -> int:
+    assert outcome.ok, outcome
+    return int(outcome.outputs[0][0])
+
+
+def test_a_case_runs_in_another_process_and_the_worker_serves_the_next_one(worker):
+    first = _pid(_run(worker, "pid"))
+    assert first != os.getpid()
+    assert _pid(_run(worker, "pid")) == first  # the same process, not a fresh one per case
+
+
+def test_an_error_in_the_kernel_is_an_outcome_and_the_worker_lives_on(worker):
+    before = _pid(_run(worker, "pid"))
+    outcome = _run(worker, "raises")
+    assert not outcome.crashed and not outcome.timed_out
+    assert outcome.error is not None and "planted failure in the kernel" in outcome.error.message
+    assert _pid(_run(worker, "pid")) == before
+
+
+def test_a_spec_that_does_not_load_is_an_error_naming_it(worker):
+    outcome = _run(worker, "no_such_spec")
+    assert outcome.error is not None and "no_such_spec" in outcome.error.summary()
+    assert _run(worker, "pid").ok
+
+
+def test_an_abort_is_a_crash_with_its_signal_and_the_next_case_gets_a_fresh_process(worker):
+    before = _pid(_run(worker, "pid"))
+    outcome = _run(worker, "aborts")
+    assert outcome.crashed is not None and outcome.crashed.startswith("worker process killed by signal SIGABRT")
+    assert outcome.outputs is None and not outcome.ok
+    after = _pid(_run(worker, "pid"))
+    assert after != before
+
+
+def test_a_hang_is_stopped_at_the_time_limit_and_the_next_case_gets_a_fresh_process(worker):
+    before = _pid(_run(worker, "pid"))
+    outcome = _run(worker, "sleeps", timeout_s=1.5)
+    assert outcome.timed_out and not outcome.ok
+    assert outcome.diagnostics == "it reached the time limit of 1.5 s"
+    assert 1.5 <= outcome.seconds < 30
+    assert _pid(_run(worker, "pid")) != before
+
+
+@pytest.mark.slow
+def test_close_stops_the_process_and_a_closed_worker_starts_again_on_demand():
+    worker = Worker(timeout_s=120.0)
+    try:
+        first = _pid(_run(worker, "pid"))
+        worker.close()
+        with pytest.raises(ProcessLookupError):
+            os.kill(first, 0)
+        assert _pid(_run(worker, "pid")) != first
+    finally:
+        worker.close()
