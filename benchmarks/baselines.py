@@ -13,17 +13,17 @@ suite would. A baseline stops at its first failing example or when its budget is
 - ``tpu_default``: random configs and inputs on TPU interpret mode with default
   ``InterpretParams()`` until the budget ends.
 
-This module is also the entry point of the process that runs baselines
-(``python -m benchmarks.baselines``): a hang (a semaphore nothing signals) can only be
-ended by killing the process. Requests arrive as JSON lines on stdin; events leave as
-JSON lines on the original stdout, while anything the kernels print goes to stderr.
+Baselines run as units of work on pallas-verify's executor (``baseline_unit`` is their
+entry, see detection.py): a hang (a semaphore nothing signals) can only be ended by
+killing the worker process. Each example's start is appended to a progress file, so the
+driver knows when a case has run past the per-case limit; anything the kernels print is
+discarded.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -32,7 +32,7 @@ from benchmarks.bare import allclose_failure, bare_run, interpret_params, refere
 from benchmarks.gradcheck import grad_failure
 from benchmarks.sampling import Example, grid_examples, random_examples
 
-__all__ = ["GRID_SIZE", "METHODS", "run_baseline", "serve"]
+__all__ = ["GRID_SIZE", "METHODS", "baseline_unit", "run_baseline"]
 
 GRID_SIZE = 6
 #: Baseline name -> (interpreter mode: None for HLO, else InterpretParams kwargs; grid or random).
@@ -103,29 +103,42 @@ def _warm_up() -> None:
             jax.block_until_ready(jax.jit(kernel)(jnp.asarray(x)))
 
 
-def serve() -> None:
-    """Answer baseline requests (JSON lines) until stdin closes."""
+_warm = False
+
+
+def _warm_once() -> None:
+    """The first unit in a worker process: kernels' prints go nowhere, jax and the
+    interpreters get warm (outside any baseline's timing)."""
+    global _warm
+    if _warm:
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    _warm_up()
+    _warm = True
+
+
+def baseline_unit(work: Any) -> dict[str, Any]:
+    """Entry of a baseline unit (an ``execution.Work``): one baseline on one mutant.
+
+    ``work.params``: ``mutant`` (its name), ``method`` (a METHODS key), ``budget_s``, and
+    ``progress``: a file each example's start is appended to as a JSON line (``t`` since
+    the baseline started, ``at`` the wall clock), for the driver's per-case limit.
+    """
     import jax
 
     from reference_kernels.mutants import mutants
 
-    out = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # whatever the kernels print must not reach the event stream
-    sys.stdout = sys.stderr
+    _warm_once()
+    params = work.params
+    spec = {m.name: m for m in mutants()}[params["mutant"]].spec
+    jax.clear_caches()  # every baseline compiles its kernel afresh, as pallas-verify does
+    with open(params["progress"], "a") as progress:
 
-    def emit(event: dict[str, Any]) -> None:
-        out.write(json.dumps(event) + "\n")
+        def emit(event: dict[str, Any]) -> None:
+            progress.write(json.dumps({**event, "at": time.time()}) + "\n")
+            progress.flush()
 
-    by_name = {m.name: m for m in mutants()}
-    _warm_up()
-    emit({"event": "ready"})
-    for line in sys.stdin:
-        request = json.loads(line)
-        spec = by_name[request["mutant"]].spec
-        jax.clear_caches()  # every baseline compiles its kernel afresh, as pallas-verify does
-        verdict = run_baseline(spec, request["method"], budget_s=request["budget_s"], seed=request["seed"], emit=emit)
-        emit({"event": "done", **verdict})
-
-
-if __name__ == "__main__":
-    serve()
+        return run_baseline(spec, params["method"], budget_s=params["budget_s"], seed=work.seed or 0, emit=emit)

@@ -3,9 +3,10 @@
 pallas-verify's seconds-to-detect for a mutant is the ``elapsed_s`` of its first finding
 of a declared kind in ``verify(spec, ["interpret", "tpu_interpret"], profile="ci",
 shrink_budget_s=0)`` (counted from the start of verify for that kernel). Each baseline
-(baselines.py) runs in a separate warm process under the same budget; a case that runs
-past the same per-case time limit pallas-verify uses is killed and counts as a detection
-at that limit (a test runner with a timeout fails the test). Either side counts as
+(baselines.py) runs as a unit of work on pallas-verify's local executor (a warm worker
+process) under the same budget; a case that runs past the same per-case time limit
+pallas-verify uses is killed and counts as a detection at that limit (a test runner with
+a timeout fails the test). Either side counts as
 finding a mutant only when its detection came within the budget, so the budget must
 exceed the per-case limit for a hang to be findable at all.
 """
@@ -13,13 +14,14 @@ exceed the per-case limit for a hang to be findable at all.
 from __future__ import annotations
 
 import dataclasses
+import json
 import statistics
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from benchmarks.baselines import METHODS
-from benchmarks.child import ChildProcess, Silent
 
 __all__ = ["detection"]
 
@@ -61,21 +63,55 @@ def _pv_detect(mutant: Any, settings: Settings, out_dir: str, *, backends: list[
     }
 
 
-def _baseline(child: ChildProcess, mutant: Any, method: str, settings: Settings) -> dict[str, Any]:
-    child.send({"mutant": mutant.name, "method": method, "budget_s": settings.budget_s, "seed": settings.seed})
-    last_start = 0.0
+# Before a baseline's first example: the worker's warm-up (first unit only), then drawing.
+_START_ALLOWANCE_S = 300.0
+_POLL_S = 0.05
+
+
+def _baseline(executor: Any, mutant: Any, method: str, settings: Settings, progress: Path) -> dict[str, Any]:
+    """One baseline on ``mutant`` as a unit on ``executor``; a case past the per-case limit
+    (seen in the unit's progress file) is killed and counts as a detection at that limit."""
+    from pallas_verify.execution import Work
+
+    progress.write_text("")
+    executor.submit(Work(entry="benchmarks.baselines:baseline_unit", kind="baseline", seed=settings.seed,
+                         limit_s=_START_ALLOWANCE_S + settings.case_timeout_s + 2 * settings.budget_s + 60.0,
+                         params={"mutant": mutant.name, "method": method, "budget_s": settings.budget_s,
+                                 "progress": str(progress)}))
     while True:
-        try:
-            event = child.next_event(settings.case_timeout_s + 2 * settings.budget_s + 60.0
-                                     if last_start == 0.0 else settings.case_timeout_s)
-        except Silent:
-            seconds = last_start + settings.case_timeout_s
-            return {"found": seconds <= settings.budget_s, "seconds": seconds, "examples": None,
-                    "why": f"timeout: a case ran past {settings.case_timeout_s} s and was killed"}
-        if event["event"] == "start":
-            last_start = event["t"] or 1e-9
-        elif event["event"] == "done":
-            return {k: event[k] for k in ("found", "seconds", "examples", "why")}
+        for done in executor.poll(_POLL_S):
+            return _verdict(done.result, _last_start(progress), settings)
+        start = _last_start(progress)
+        if start is not None and time.time() - start["at"] > settings.case_timeout_s:
+            executor.cancel()
+            return _killed(start, settings)
+
+
+def _last_start(progress: Path) -> dict[str, Any] | None:
+    """The last complete start event in the progress file, or None before the first."""
+    lines = progress.read_text().split("\n")[:-1]  # the text after the last newline may be partial
+    return json.loads(lines[-1]) if lines else None
+
+
+def _killed(start: dict[str, Any] | None, settings: Settings) -> dict[str, Any]:
+    seconds = (start["t"] if start else 0.0) + settings.case_timeout_s
+    return {"found": seconds <= settings.budget_s, "seconds": seconds, "examples": None,
+            "why": f"timeout: a case ran past {settings.case_timeout_s} s and was killed"}
+
+
+def _verdict(result: dict[str, Any], start: dict[str, Any] | None, settings: Settings) -> dict[str, Any]:
+    """A finished unit's verdict. The unit's own limit counts as a killed case; a worker
+    that died while running a case fails the test run at that moment (a detection)."""
+    kind = result.get("kind")
+    if "error" not in result:
+        return {k: result[k] for k in ("found", "seconds", "examples", "why")}
+    if kind == "timeout":
+        return _killed(start, settings)
+    if kind == "crash" and start is not None:
+        seconds = start["t"] + (time.time() - start["at"])
+        return {"found": seconds <= settings.budget_s, "seconds": seconds, "examples": None,
+                "why": f"crash: {result['error']}"}
+    raise RuntimeError(f"the baseline unit failed ({kind}): {result['error']}\n{result.get('traceback', '')}")
 
 
 def _warm_up(settings: Settings, out_dir: str) -> None:
@@ -163,23 +199,21 @@ def _components(mutant: Any, seed: int) -> dict[str, float]:
 
 def detection(settings: Settings) -> dict[str, Any]:
     """Every mutant through pallas-verify and every baseline; rates, ratio, per-mutant times."""
+    from pallas_verify import execution
     from reference_kernels.mutants import mutants
 
     chosen = [m for m in mutants() if not settings.only or m.name in settings.only]
-    child = ChildProcess("benchmarks.baselines")
     per_mutant: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="pv-bench-") as out_dir:
+    with tempfile.TemporaryDirectory(prefix="pv-bench-") as out_dir, execution.make("local", workers=1) as pool:
+        progress = Path(out_dir) / "baseline-progress.jsonl"
         _warm_up(settings, out_dir)
-        try:
-            for mutant in chosen:
-                pv = _pv_detect(mutant, settings, out_dir)
-                baselines = {method: _baseline(child, mutant, method, settings) for method in METHODS}
-                row = per_mutant[mutant.name] = {"expects": list(mutant.expects), "pallas_verify": pv,
-                                                 "baselines": baselines}
-                if pv["found"] and any(b["found"] for b in baselines.values()):
-                    row["ablation"] = _ablation(mutant, pv, settings, out_dir)
-                    row["components"] = _components(mutant, settings.seed)
-        finally:
-            child.close()
+        for mutant in chosen:
+            pv = _pv_detect(mutant, settings, out_dir)
+            baselines = {method: _baseline(pool, mutant, method, settings, progress) for method in METHODS}
+            row = per_mutant[mutant.name] = {"expects": list(mutant.expects), "pallas_verify": pv,
+                                             "baselines": baselines}
+            if pv["found"] and any(b["found"] for b in baselines.values()):
+                row["ablation"] = _ablation(mutant, pv, settings, out_dir)
+                row["components"] = _components(mutant, settings.seed)
     return {"budget_s": settings.budget_s, "case_timeout_s": settings.case_timeout_s, "mutants": len(chosen),
             **_rates(per_mutant), **_ratio(per_mutant), "per_mutant": per_mutant}

@@ -12,7 +12,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import bare, baselines, cost, deadlock, machine, overhead, run, sampling, table
+from benchmarks import (
+    bare,
+    baselines,
+    cost,
+    deadlock,
+    detection,
+    machine,
+    overhead,
+    run,
+    sampling,
+    table,
+)
 from reference_kernels.mutants import mutants
 
 
@@ -113,3 +124,36 @@ def test_tiny_run_writes_every_key(tmp_path: Path) -> None:
     for row in per_mutant.values():
         assert set(row["baselines"]) == set(baselines.METHODS)
         assert row["pallas_verify"]["seconds"] is None or row["pallas_verify"]["seconds"] >= 0
+
+
+def test_a_baseline_case_past_the_limit_counts_at_its_start_plus_the_limit(tmp_path: Path) -> None:
+    settings = detection.Settings(budget_s=10.0, case_timeout_s=2.0)
+    progress = tmp_path / "progress.jsonl"
+    progress.write_text('{"event": "start", "example": 0, "t": 0.0, "at": 1.0}\n'
+                        '{"event": "start", "example": 1, "t": 3.5, "at": 4.5}\n{"event": "st')  # partial
+    start = detection._last_start(progress)
+    assert start is not None and start["t"] == 3.5  # the partial last line is not read
+    killed = detection._verdict({"kind": "timeout", "error": "unit limit"}, start, settings)
+    assert killed == {"found": True, "seconds": 5.5, "examples": None,
+                      "why": "timeout: a case ran past 2.0 s and was killed"}
+    assert detection._verdict({"kind": "timeout", "error": "x"}, None, settings)["seconds"] == 2.0
+    done = {"found": False, "seconds": 10.0, "examples": 4, "why": None}
+    assert detection._verdict(done, start, settings) == done
+    with pytest.raises(RuntimeError, match="the baseline unit failed \\(exception\\): KeyError: 'nope'"):
+        detection._verdict({"kind": "exception", "error": "KeyError: 'nope'"}, start, settings)
+
+
+@pytest.mark.slow
+def test_baselines_run_on_the_executor_and_a_hang_is_killed_at_the_per_case_limit(tmp_path: Path) -> None:
+    from pallas_verify import execution
+
+    by_name = {m.name: m for m in mutants()}
+    settings = detection.Settings(budget_s=30.0, case_timeout_s=2.0)
+    progress = tmp_path / "progress.jsonl"
+    with execution.make("local", workers=1) as pool:
+        hung = detection._baseline(pool, by_name["deadlock_semaphore"], "tpu_default", settings, progress)
+        assert hung["why"] == "timeout: a case ran past 2.0 s and was killed"
+        assert hung["found"] is True and hung["seconds"] >= 2.0
+        assert pool.running() == []  # the hung worker was stopped
+        found = detection._baseline(pool, by_name["rotated_index_map"], "hlo_grid", settings, progress)
+    assert found["found"] is True and _positive(found["seconds"]) and found["examples"] >= 1
