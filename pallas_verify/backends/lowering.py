@@ -33,17 +33,6 @@ from pallas_verify.errors import PallasVerifyError
 
 __all__ = ["UNSUPPORTED", "compile_case", "execute_case", "kernel_sites", "unsupported_reason"]
 
-# Backend family -> (lowering platform, lowerings it serves).
-_SERVES = {
-    "mosaic_tpu": ("tpu", frozenset({"default", "mosaic_tpu"})),
-    "triton": ("cuda", frozenset({"default", "triton"})),
-    "mosaic_gpu": ("cuda", frozenset({"mosaic_gpu"})),
-}
-_HOW = {
-    "mosaic_tpu": "pltpu.CompilerParams (or no compiler_params) on pl.pallas_call",
-    "triton": "pl.triton.CompilerParams (or no compiler_params) on pl.pallas_call",
-    "mosaic_gpu": "plgpu.kernel",
-}
 _ARCH_IN_PROCESS: dict[str, str] = {}
 
 
@@ -58,14 +47,15 @@ def kernel_sites(closed_jaxpr: Any) -> list[str]:
 
 def unsupported_reason(family: str, sites: list[str]) -> str | None:
     """Why ``family`` cannot compile a function with these kernel sites, or None."""
-    _, serves = _SERVES[family]
+    serves = targets.family(family).lowerings
+    how = {f.name: f.how for f in targets.FAMILIES}
     if not sites:
         return f"{family} compiles Pallas kernels; the function calls none (no pallas_call or plgpu.kernel)."
     for site in sites:
         if site not in serves:
-            asked = _HOW.get(site, site)
+            asked = how.get(site, site)
             return (f"the kernel uses {asked}, which selects the {site} lowering; {family} "
-                    f"compiles kernels written with {_HOW[family]}.")
+                    f"compiles kernels written with {how[family]}.")
     return None
 
 
@@ -76,7 +66,7 @@ def compile_case(case: Case, *, family: str, target: str) -> tuple[Outcome, Any]
     Warnings raised while compiling (e.g. Triton's deprecation) become diagnostics.
     """
     start = time.perf_counter()
-    platform, _ = _SERVES[family]
+    platform = targets.family(family).lowering_platform
     mesh, abstract_mesh = _mesh(family, target)
     args = _abstract_args(case.inputs, mesh)
     fn = _bound(case)
