@@ -22,11 +22,11 @@ import functools
 import time
 import traceback
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from pallas_verify import _jax_compat
 from pallas_verify.backends import families as targets
 from pallas_verify.case import UNSUPPORTED, Case, ErrorInfo, Outcome
 from pallas_verify.errors import PallasVerifyError
@@ -42,7 +42,8 @@ def kernel_sites(closed_jaxpr: Any) -> list[str]:
     ``"default"`` is a ``pallas_call`` without ``compiler_params``; otherwise one of
     ``"mosaic_tpu"``, ``"triton"``, ``"mosaic_gpu"``, or ``"unknown:<type>"``.
     """
-    return [_site(eqn) for eqn in _eqns(closed_jaxpr.jaxpr) if _is_kernel(eqn)]
+    kernels = _jax_compat.equations(closed_jaxpr.jaxpr, into=lambda eqn: not _jax_compat.is_kernel(eqn))
+    return [_jax_compat.kernel_site(eqn) for eqn in kernels if _jax_compat.is_kernel(eqn)]
 
 
 def unsupported_reason(family: str, sites: list[str]) -> str | None:
@@ -149,40 +150,6 @@ def _failed(error: ErrorInfo, start: float, *, diagnostics: str = "") -> Outcome
     return Outcome(error=error, seconds=time.perf_counter() - start, diagnostics=diagnostics)
 
 
-def _eqns(jaxpr: Any) -> Iterator[Any]:
-    for eqn in jaxpr.eqns:
-        yield eqn
-        if _is_kernel(eqn):
-            continue
-        for value in eqn.params.values():
-            for item in value if isinstance(value, (tuple, list)) else (value,):
-                inner = getattr(item, "jaxpr", item)
-                if hasattr(inner, "eqns"):
-                    yield from _eqns(inner)
-
-
-def _is_kernel(eqn: Any) -> bool:
-    return eqn.primitive.name == "pallas_call" or "meshes" in eqn.params or eqn.primitive.name == "core_map"
-
-
-def _site(eqn: Any) -> str:
-    from jax.experimental.pallas import mosaic_gpu as plgpu
-    from jax.experimental.pallas import tpu as pltpu
-    from jax.experimental.pallas import triton as pltriton
-
-    meshes = eqn.params.get("meshes") or (eqn.params.get("mesh"),)
-    if any(isinstance(m, (plgpu.Mesh, plgpu.WarpMesh)) for m in meshes):
-        return "mosaic_gpu"
-    if any(isinstance(m, pltpu.TensorCoreMesh) for m in meshes):
-        return "mosaic_tpu"
-    params = eqn.params.get("compiler_params")
-    kinds = ((pltpu.CompilerParams, "mosaic_tpu"), (pltriton.CompilerParams, "triton"),
-             (plgpu.CompilerParams, "mosaic_gpu"))
-    if params is None:
-        return "default"
-    return next((name for cls, name in kinds if isinstance(params, cls)), f"unknown:{type(params).__name__}")
-
-
 def _pin_mosaic_gpu_arch(family: str, target: str) -> None:
     """Mosaic GPU fixes ptxas's architecture at its first compile in a process."""
     if family != "mosaic_gpu":
@@ -211,38 +178,7 @@ def _mesh(family: str, target: str) -> tuple[Any, Any]:
         config = targets.gpu_target_config(gpu)
         device = topologies.get_topology_desc(platform="cuda", target_config=config, topology="1x1x1").devices[0]
     mesh = jax.sharding.Mesh(np.array([device]), ("x",))
-    return mesh, _abstract_mesh(mesh, device)
-
-
-def _abstract_mesh(mesh: Any, device: Any) -> Any:
-    """The mesh's abstract mesh; for a GPU, with the compute capability Mosaic GPU reads.
-
-    Mosaic GPU takes the architecture from the abstract device and falls back to
-    sm_90 when it has no ``compute_capability``, which would compile every GPU as H100.
-    """
-    abstract = mesh.abstract_mesh
-    capability = getattr(device, "compute_capability", None)
-    if capability is None:
-        return abstract
-    base = abstract.abstract_device
-    with_cc = _gpu_abstract_device_class()(
-        device_kind=base.device_kind, num_cores=base.num_cores, platform=base.platform,
-        compute_capability=capability,
-    )
-    return _jax().sharding.AbstractMesh(
-        abstract.axis_sizes, abstract.axis_names, axis_types=abstract.axis_types, abstract_device=with_cc
-    )
-
-
-@functools.cache
-def _gpu_abstract_device_class() -> type:
-    from jax.sharding import AbstractDevice
-
-    @dataclasses.dataclass(frozen=True, kw_only=True)
-    class GpuAbstractDevice(AbstractDevice):
-        compute_capability: str
-
-    return GpuAbstractDevice
+    return mesh, _jax_compat.abstract_mesh_of(mesh, device)
 
 
 def _abstract_args(inputs: tuple[np.ndarray, ...], mesh: Any) -> list[Any]:
