@@ -169,14 +169,15 @@ def _mesh(family: str, target: str) -> tuple[Any, Any]:
     jax = _jax()
     from jax.experimental import topologies
 
-    if family == "mosaic_tpu":
-        chip = next(c for c in targets.TPU_CHIPS if c.name == target)
+    row = targets.family(family)
+    chip = next(t for t in row.targets if t.name == target)
+    if isinstance(chip, targets.TpuChip):
         targets.apply_jax_env_defaults(libtpu_only=True)
-        device = topologies.get_topology_desc(chip.topology, platform="tpu").devices[0]
+        device = topologies.get_topology_desc(chip.topology, platform=row.lowering_platform).devices[0]
     else:
-        gpu = next(g for g in targets.GPU_TARGETS if g.name == target)
-        config = targets.gpu_target_config(gpu)
-        device = topologies.get_topology_desc(platform="cuda", target_config=config, topology="1x1x1").devices[0]
+        config = targets.gpu_target_config(chip)
+        device = topologies.get_topology_desc(platform=row.lowering_platform, target_config=config,
+                                              topology="1x1x1").devices[0]
     mesh = jax.sharding.Mesh(np.array([device]), ("x",))
     return mesh, _jax_compat.abstract_mesh_of(mesh, device)
 
