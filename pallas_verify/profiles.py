@@ -3,7 +3,7 @@
 The engine searches a kernel with ``PROFILES``; the project's own tests (conftest.py's
 ``pv-dev`` and ``pv-ci``) use ``suite_settings``: the same budgets and search rules, but
 Hypothesis prints its falsifying examples there (the engine reports findings itself, so it
-keeps Hypothesis quiet) and keeps its example database.
+keeps Hypothesis quiet).
 """
 
 from __future__ import annotations
@@ -27,12 +27,8 @@ _BUDGETS: dict[str, dict[str, Any]] = {
 }
 # The engine's searches only.
 _ENGINE: dict[str, Any] = {"verbosity": Verbosity.quiet, "report_multiple_bugs": True}
-_ENGINE_BY_PROFILE: dict[str, dict[str, Any]] = {"ci": {"database": None}}
 
-PROFILES: dict[str, settings] = {
-    name: settings(**budget, **_SEARCH, **_ENGINE, **_ENGINE_BY_PROFILE.get(name, {}))
-    for name, budget in _BUDGETS.items()
-}
+PROFILES: dict[str, settings] = {name: settings(**budget, **_SEARCH, **_ENGINE) for name, budget in _BUDGETS.items()}
 
 
 def profile_settings(name: str) -> settings:
