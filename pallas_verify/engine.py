@@ -35,7 +35,13 @@ from pallas_verify.backends.execute import config_key
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.findings import Finding
 from pallas_verify.profiles import profile_settings
-from pallas_verify.reports.report import BackendResult, Report, kernel_entry, unrun_results
+from pallas_verify.reports.report import (
+    BackendResult,
+    Report,
+    join_reasons,
+    kernel_entry,
+    unrun_results,
+)
 from pallas_verify.runner import Runner, Unsupported, example_key
 from pallas_verify.spec import KernelSpec
 
@@ -339,7 +345,7 @@ def _result(spec: KernelSpec, backend: Backend, findings: list[Finding], search:
     if search.unsupported:
         return BackendResult(**cell, status="unsupported", reason=search.unsupported)
     if findings:
-        return BackendResult(**cell, status="fail", reason=", ".join(sorted({f.kind for f in findings})))
+        return BackendResult(**cell, status="fail", reason=join_reasons(f.kind for f in findings))
     reason = "" if backend.executes else "compiled only (no device attached)"
     return BackendResult(**cell, status="pass", reason=reason)
 

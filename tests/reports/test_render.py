@@ -15,8 +15,8 @@ from pallas_verify.reports.html import html_page
 from pallas_verify.reports.junit import junit_xml
 from pallas_verify.reports.markdown import markdown
 from pallas_verify.reports.render import write_reports
-from pallas_verify.reports.text import finding_text
 from pallas_verify.reports.report import BackendResult, Report
+from pallas_verify.reports.text import finding_text
 
 EVIL = "<script>document.title='pwned'</script>"
 BLOCKS = [[0.0, 0.5, 0.0], [0.0, 2.0, float("inf")]]
