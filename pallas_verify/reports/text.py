@@ -72,8 +72,10 @@ def findings_text(findings: Sequence[Finding]) -> str:
     return "\n\n".join(finding_text(f) for f in findings)
 
 
-def print_summary(report: Report, file: TextIO = sys.stdout) -> None:
-    """Per kernel: one line per backend; then each finding with its reproducer."""
+def print_summary(report: Report, file: TextIO | None = None) -> None:
+    """Per kernel: one line per backend; then each finding with its reproducer.
+    ``file``: default the current ``sys.stdout`` (looked up at the call, not at import)."""
+    file = file or sys.stdout
     for kernel in report.kernels:
         print(f"{kernel['name']}", file=file)
         for note in kernel.get("static_skipped", ()):
@@ -85,8 +87,10 @@ def print_summary(report: Report, file: TextIO = sys.stdout) -> None:
     _print_tail(report, file)
 
 
-def print_matrix(report: Report, file: TextIO = sys.stdout) -> None:
-    """The kernel x backend matrix (one line per kernel), each reason once, then the findings."""
+def print_matrix(report: Report, file: TextIO | None = None) -> None:
+    """The kernel x backend matrix (one line per kernel), each reason once, then the findings.
+    ``file``: default the current ``sys.stdout``."""
+    file = file or sys.stdout
     print("\n".join(matrix_lines(report)), file=file)
     reasons = reason_lines(report)
     reasons += [f"note  {k['name']}: {note}" for k in report.kernels for note in k.get("static_skipped", ())]
