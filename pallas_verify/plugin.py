@@ -205,9 +205,10 @@ class KernelItem(pytest.Item):
         super().__init__(**kwargs)
         self.spec, self.backend, self.line = spec, backend, line
         self.add_marker("pallas_verify")
-        self.skip_reason = _skip_reason(spec, backend)
-        if self.skip_reason is not None:
-            self.add_marker(pytest.mark.skip(reason=self.skip_reason))
+        self.skip = _registry().skip_reason(spec, _registry().get(backend))
+        if self.skip is not None:
+            why = self.skip.reason if self.skip.status == "skipped" else f"{self.skip.status}: {self.skip.reason}"
+            self.add_marker(pytest.mark.skip(reason=why))
 
     def runtest(self) -> None:
         options = self.config.stash[_OPTIONS]
@@ -226,15 +227,6 @@ class KernelItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, self.line, f"{self.name} (KernelSpec)"
-
-
-def _skip_reason(spec: KernelSpec, name: str) -> str | None:
-    """Why ``spec`` does not run on backend ``name`` here, or None."""
-    backend = _registry().get(name)
-    reason = backend.available()
-    if reason is None and not backend.platforms & set(spec.platforms):
-        reason = f"{name} serves {sorted(backend.platforms)}; the kernel targets {list(spec.platforms)}"
-    return reason
 
 
 # -- the session's report -----------------------------------------------------------------
@@ -261,23 +253,20 @@ def _record(config: pytest.Config, report: Report) -> None:
         _session_report(config).merge(report)
 
 
-def _record_skip(config: pytest.Config, spec: KernelSpec, backend: str, reason: str) -> None:
-    from pallas_verify.reports.report import BackendResult, Report
+def _record_skip(config: pytest.Config, item: KernelItem) -> None:
+    from pallas_verify.reports.report import Report, kernel_entry, unrun_results
 
-    part = Report(backends=[backend], kernels=[_kernel_entry(spec)])
-    part.results.append(BackendResult(kernel=spec.name, backend=backend, status="skipped", reason=reason))
+    assert item.skip is not None
+    part = Report(backends=[item.backend], kernels=[kernel_entry(item.spec)])
+    part.results.extend(unrun_results(item.spec, item.backend, item.skip.status, item.skip.reason))
     _record(config, part)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Selected items skipped at collection are cells of the report too."""
     for item in session.items:
-        if isinstance(item, KernelItem) and item.skip_reason is not None:
-            _record_skip(session.config, item.spec, item.backend, item.skip_reason)
-
-
-def _kernel_entry(spec: KernelSpec) -> dict[str, Any]:
-    return {"name": spec.name, "features": list(spec.features), "platforms": list(spec.platforms)}
+        if isinstance(item, KernelItem) and item.skip is not None:
+            _record_skip(session.config, item)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
