@@ -171,7 +171,7 @@ def _run_units(specs: Sequence[KernelSpec], names: list[str], max_examples: int,
                 spec = next(s for s in specs if s.name == done.work.tag)
                 parts[spec.name] = _part(spec, names, done, receive_reproducers, repro)
                 progress(f"[{len(parts)}/{len(specs)}] {spec.name}: {tally(parts[spec.name].results)}"
-                         + (f" (on {done.node})" if done.node else ""))
+                         + (f" (on {done.node})" if done.node and executor.name != "local" else ""))
     except KeyboardInterrupt:
         executor.cancel()
         report.interrupted = True
