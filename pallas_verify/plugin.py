@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pallas_verify import testing
+from pallas_verify.choices import ISOLATE, PROFILES, describe
 from pallas_verify.testing import DEFAULT_BACKENDS, KernelFindingsError, PluginOptions, verify_with
 
 # kernel_test lives in pallas_verify.testing; `from pallas_verify.plugin import kernel_test`
@@ -53,7 +54,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--pv-max-examples", type=int, default=None, metavar="N",
                     help="examples per kernel and backend (default: the profile's)")
     group.addoption("--pv-profile", default="dev", metavar="NAME",
-                    help="Hypothesis settings profile: dev (default), ci (deterministic) or nightly")
+                    help="Hypothesis settings profile: " + describe(PROFILES))
     group.addoption("--pv-seed", type=int, default=None, metavar="S",
                     help="seed of the search (default: a fresh one, printed in the header)")
     group.addoption("--pv-report", default=None, metavar="DIR",
@@ -61,8 +62,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--pv-timeout", type=float, default=120.0, metavar="SECONDS", help="per-case time limit")
     group.addoption("--pv-shrink-budget", type=float, default=60.0, metavar="SECONDS",
                     help="time spent shrinking a failure to its minimal config, per backend (default 60)")
-    group.addoption("--pv-isolate", default="auto", metavar="auto|always|never",
-                    help="run cases in worker processes (auto: whenever the spec can be loaded by reference)")
+    group.addoption("--pv-isolate", default="auto", metavar="|".join(ISOLATE),
+                    help="where cases run: " + describe(ISOLATE))
 
 
 def _options(config: pytest.Config) -> PluginOptions:
@@ -105,10 +106,9 @@ def _no_backends() -> None:
 
 def _isolate_choice(value: str) -> None:
     from pallas_verify.errors import InvalidArgument
-    from pallas_verify.runner import ISOLATE
 
     if value not in ISOLATE:
-        raise InvalidArgument(f"--pv-isolate={value!r} is not one of {ISOLATE}.")
+        raise InvalidArgument(f"--pv-isolate={value!r} is not one of {tuple(ISOLATE)}.")
 
 
 def _registry() -> Any:

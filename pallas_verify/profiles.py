@@ -12,6 +12,8 @@ from typing import Any
 
 from hypothesis import HealthCheck, Verbosity, settings
 
+from pallas_verify import choices
+
 __all__ = ["PROFILES", "profile_settings", "suite_settings"]
 
 # Every search: kernels are slow to trace and their inputs large.
@@ -19,12 +21,8 @@ _SEARCH: dict[str, Any] = {
     "deadline": None,
     "suppress_health_check": (HealthCheck.too_slow, HealthCheck.data_too_large),
 }
-# Per profile: how many examples, and whether they are the same every run.
-_BUDGETS: dict[str, dict[str, Any]] = {
-    "dev": {"max_examples": 20},
-    "ci": {"max_examples": 10, "derandomize": True, "print_blob": True},
-    "nightly": {"max_examples": 200},
-}
+# Per profile: how many examples, and whether they are the same every run (choices.py).
+_BUDGETS: dict[str, dict[str, Any]] = {name: budget for name, (_, budget) in choices.PROFILES.items()}
 # The engine's searches only.
 _ENGINE: dict[str, Any] = {"verbosity": Verbosity.quiet, "report_multiple_bugs": True}
 

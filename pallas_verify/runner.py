@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from pallas_verify import _jax_compat, reference, transforms
+from pallas_verify import _jax_compat, choices, reference, transforms
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.execute import config_key
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
@@ -28,7 +28,7 @@ from pallas_verify.spec import KernelSpec
 
 __all__ = ["ISOLATE", "UNSUPPORTED", "Runner", "Unsupported", "example_key", "reference_outputs"]
 
-ISOLATE = ("auto", "always", "never")
+ISOLATE: tuple[str, ...] = tuple(choices.ISOLATE)
 
 
 class Unsupported(Exception):
