@@ -21,7 +21,7 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("target", help="FILE.py::NAME, MODULE:NAME, or FILE.py / MODULE for all its specs")
     _common(verify)
     verify.add_argument("--max-examples", type=int, default=None, metavar="N")
-    verify.add_argument("--profile", default="dev", help="Hypothesis profile: dev, ci or nightly")
+    verify.add_argument("--profile", default="dev", help=_profile_help())
     verify.add_argument("--json", default=None, metavar="PATH", help="write the JSON report here")
     sub.add_parser("backends", help="list every backend and whether it is available here")
     _fuzz_parser(sub)
@@ -53,11 +53,18 @@ def _conformance_parser(sub: argparse._SubParsersAction) -> None:
         cmd.add_argument("--kernels", default=kernels, metavar="PATTERN", help="fnmatch pattern(s), comma-separated")
         cmd.add_argument("--backends", default=None, help="comma-separated backend names (default: all)")
         cmd.add_argument("--max-examples", type=int, default=3, metavar="N")
-        cmd.add_argument("--profile", default="ci", help="Hypothesis profile: dev, ci or nightly")
+        cmd.add_argument("--profile", default="ci", help=_profile_help())
         cmd.add_argument("--out", default=out, metavar="DIR")
         cmd.add_argument("--generated", default="0", metavar="BUDGET",
                          help="add a 'generated programs' row: a smith campaign of this budget, e.g. 5m (default 0: none)")
         _executor_options(cmd, workers_default="1")
+
+
+def _profile_help() -> str:
+    """--profile's help, from the table of profiles."""
+    from pallas_verify.profiles import PROFILES
+
+    return "Hypothesis profile: " + ", ".join(PROFILES)
 
 
 def _executor_options(cmd: argparse.ArgumentParser, workers_default: str) -> None:

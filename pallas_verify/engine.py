@@ -35,7 +35,13 @@ from pallas_verify.backends.execute import config_key
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.findings import Finding
 from pallas_verify.profiles import profile_settings
-from pallas_verify.reports.report import BackendResult, Report
+from pallas_verify.reports.report import (
+    BackendResult,
+    Report,
+    join_reasons,
+    kernel_entry,
+    unrun_results,
+)
 from pallas_verify.runner import Runner, Unsupported, example_key
 from pallas_verify.spec import KernelSpec
 
@@ -221,7 +227,7 @@ def verify(
     chosen = registry.resolve(backends)
     started = time.perf_counter()
     report = Report(backends=[b.name for b in chosen], seed=seed, profile=profile)
-    report.kernels.append({"name": spec.name, "features": list(spec.features), "platforms": list(spec.platforms)})
+    report.kernels.append(kernel_entry(spec))
     runnable = _plan(spec, chosen, report)
     options = {"profile": profile, "max_examples": max_examples, "seed": seed, "database": database}
     with Runner(spec, timeout_s=timeout_s, isolate=isolate) as runner:
@@ -267,17 +273,11 @@ def _plan(spec: KernelSpec, chosen: list[Backend], report: Report) -> list[Backe
     """Backends that will run; the rest get a skipped/unsupported result with the reason."""
     runnable = []
     for backend in chosen:
-        reason = backend.available()
-        status = "skipped"
-        if reason is None and not (backend.platforms & set(spec.platforms)):
-            reason = f"{backend.name} serves {sorted(backend.platforms)}; the kernel targets {list(spec.platforms)}"
-        if reason is None and spec.unsupported_reason(backend.name):
-            reason, status = spec.unsupported_reason(backend.name), "unsupported"
-        if reason is None:
+        skip = registry.skip_reason(spec, backend)
+        if skip is None:
             runnable.append(backend)
         else:
-            report.results.extend(BackendResult(kernel=spec.name, backend=backend.name, status=status, reason=reason,
-                                                transform=t) for t in (None, *spec.transforms))
+            report.results.extend(unrun_results(spec, backend.name, skip.status, skip.reason))
     return runnable
 
 
@@ -345,7 +345,7 @@ def _result(spec: KernelSpec, backend: Backend, findings: list[Finding], search:
     if search.unsupported:
         return BackendResult(**cell, status="unsupported", reason=search.unsupported)
     if findings:
-        return BackendResult(**cell, status="fail", reason=", ".join(sorted({f.kind for f in findings})))
+        return BackendResult(**cell, status="fail", reason=join_reasons(f.kind for f in findings))
     reason = "" if backend.executes else "compiled only (no device attached)"
     return BackendResult(**cell, status="pass", reason=reason)
 
@@ -354,5 +354,4 @@ def _with_static(result: BackendResult, kinds: list[str]) -> BackendResult:
     """A static grid finding is a bug on every backend: their cells fail too."""
     if result.status not in ("pass", "fail"):
         return result
-    reasons = sorted(set(filter(None, result.reason.split(", "))) | {f"static {k}" for k in kinds})
-    return dataclasses.replace(result, status="fail", reason=", ".join(reasons))
+    return result.failing(f"static {k}" for k in kinds)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pallas_verify import testing
+from pallas_verify.choices import ISOLATE, PROFILES, describe
 from pallas_verify.testing import DEFAULT_BACKENDS, KernelFindingsError, PluginOptions, verify_with
 
 # kernel_test lives in pallas_verify.testing; `from pallas_verify.plugin import kernel_test`
@@ -53,7 +54,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--pv-max-examples", type=int, default=None, metavar="N",
                     help="examples per kernel and backend (default: the profile's)")
     group.addoption("--pv-profile", default="dev", metavar="NAME",
-                    help="Hypothesis settings profile: dev (default), ci (deterministic) or nightly")
+                    help="Hypothesis settings profile: " + describe(PROFILES))
     group.addoption("--pv-seed", type=int, default=None, metavar="S",
                     help="seed of the search (default: a fresh one, printed in the header)")
     group.addoption("--pv-report", default=None, metavar="DIR",
@@ -61,8 +62,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--pv-timeout", type=float, default=120.0, metavar="SECONDS", help="per-case time limit")
     group.addoption("--pv-shrink-budget", type=float, default=60.0, metavar="SECONDS",
                     help="time spent shrinking a failure to its minimal config, per backend (default 60)")
-    group.addoption("--pv-isolate", default="auto", metavar="auto|always|never",
-                    help="run cases in worker processes (auto: whenever the spec can be loaded by reference)")
+    group.addoption("--pv-isolate", default="auto", metavar="|".join(ISOLATE),
+                    help="where cases run: " + describe(ISOLATE))
 
 
 def _options(config: pytest.Config) -> PluginOptions:
@@ -105,10 +106,9 @@ def _no_backends() -> None:
 
 def _isolate_choice(value: str) -> None:
     from pallas_verify.errors import InvalidArgument
-    from pallas_verify.runner import ISOLATE
 
     if value not in ISOLATE:
-        raise InvalidArgument(f"--pv-isolate={value!r} is not one of {ISOLATE}.")
+        raise InvalidArgument(f"--pv-isolate={value!r} is not one of {tuple(ISOLATE)}.")
 
 
 def _registry() -> Any:
@@ -205,9 +205,10 @@ class KernelItem(pytest.Item):
         super().__init__(**kwargs)
         self.spec, self.backend, self.line = spec, backend, line
         self.add_marker("pallas_verify")
-        self.skip_reason = _skip_reason(spec, backend)
-        if self.skip_reason is not None:
-            self.add_marker(pytest.mark.skip(reason=self.skip_reason))
+        self.skip = _registry().skip_reason(spec, _registry().get(backend))
+        if self.skip is not None:
+            why = self.skip.reason if self.skip.status == "skipped" else f"{self.skip.status}: {self.skip.reason}"
+            self.add_marker(pytest.mark.skip(reason=why))
 
     def runtest(self) -> None:
         options = self.config.stash[_OPTIONS]
@@ -226,15 +227,6 @@ class KernelItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, self.line, f"{self.name} (KernelSpec)"
-
-
-def _skip_reason(spec: KernelSpec, name: str) -> str | None:
-    """Why ``spec`` does not run on backend ``name`` here, or None."""
-    backend = _registry().get(name)
-    reason = backend.available()
-    if reason is None and not backend.platforms & set(spec.platforms):
-        reason = f"{name} serves {sorted(backend.platforms)}; the kernel targets {list(spec.platforms)}"
-    return reason
 
 
 # -- the session's report -----------------------------------------------------------------
@@ -261,23 +253,20 @@ def _record(config: pytest.Config, report: Report) -> None:
         _session_report(config).merge(report)
 
 
-def _record_skip(config: pytest.Config, spec: KernelSpec, backend: str, reason: str) -> None:
-    from pallas_verify.reports.report import BackendResult, Report
+def _record_skip(config: pytest.Config, item: KernelItem) -> None:
+    from pallas_verify.reports.report import Report, kernel_entry, unrun_results
 
-    part = Report(backends=[backend], kernels=[_kernel_entry(spec)])
-    part.results.append(BackendResult(kernel=spec.name, backend=backend, status="skipped", reason=reason))
+    assert item.skip is not None
+    part = Report(backends=[item.backend], kernels=[kernel_entry(item.spec)])
+    part.results.extend(unrun_results(item.spec, item.backend, item.skip.status, item.skip.reason))
     _record(config, part)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Selected items skipped at collection are cells of the report too."""
     for item in session.items:
-        if isinstance(item, KernelItem) and item.skip_reason is not None:
-            _record_skip(session.config, item.spec, item.backend, item.skip_reason)
-
-
-def _kernel_entry(spec: KernelSpec) -> dict[str, Any]:
-    return {"name": spec.name, "features": list(spec.features), "platforms": list(spec.platforms)}
+        if isinstance(item, KernelItem) and item.skip is not None:
+            _record_skip(session.config, item)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -1,22 +1,32 @@
-"""Hypothesis settings profiles: dev (default), ci (deterministic), nightly (deep)."""
+"""Hypothesis settings profiles: dev (default), ci (deterministic), nightly (deep).
+
+The engine searches a kernel with ``PROFILES``; the project's own tests (conftest.py's
+``pv-dev`` and ``pv-ci``) use ``suite_settings``: the same budgets and search rules, but
+Hypothesis prints its falsifying examples there (the engine reports findings itself, so it
+keeps Hypothesis quiet).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import HealthCheck, Verbosity, settings
 
-__all__ = ["PROFILES", "profile_settings"]
+from pallas_verify import choices
 
-_COMMON = {
+__all__ = ["PROFILES", "profile_settings", "suite_settings"]
+
+# Every search: kernels are slow to trace and their inputs large.
+_SEARCH: dict[str, Any] = {
     "deadline": None,
-    "verbosity": Verbosity.quiet,
-    "report_multiple_bugs": True,
     "suppress_health_check": (HealthCheck.too_slow, HealthCheck.data_too_large),
 }
-PROFILES: dict[str, settings] = {
-    "dev": settings(max_examples=20, **_COMMON),
-    "ci": settings(max_examples=10, derandomize=True, database=None, print_blob=True, **_COMMON),
-    "nightly": settings(max_examples=200, **_COMMON),
-}
+# Per profile: how many examples, and whether they are the same every run (choices.py).
+_BUDGETS: dict[str, dict[str, Any]] = {name: budget for name, (_, budget) in choices.PROFILES.items()}
+# The engine's searches only.
+_ENGINE: dict[str, Any] = {"verbosity": Verbosity.quiet, "report_multiple_bugs": True}
+
+PROFILES: dict[str, settings] = {name: settings(**budget, **_SEARCH, **_ENGINE) for name, budget in _BUDGETS.items()}
 
 
 def profile_settings(name: str) -> settings:
@@ -26,3 +36,9 @@ def profile_settings(name: str) -> settings:
     if name not in PROFILES:
         raise InvalidArgument(f"profile={name!r} is not one of {tuple(PROFILES)}." + closest(name, PROFILES))
     return PROFILES[name]
+
+
+def suite_settings(name: str) -> settings:
+    """The profile ``name``'s budget and search rules for the project's own tests."""
+    profile_settings(name)  # the same check and message for a bad name
+    return settings(**_BUDGETS[name], **_SEARCH)

@@ -28,15 +28,12 @@ from typing import Any
 
 import numpy as np
 
+from pallas_verify import _jax_compat
 from pallas_verify.spec import KernelSpec
 
 __all__ = ["NoGroundTruth", "Truth", "ground_truth", "reduction_depth", "reference_outputs", "spec_truth"]
 
 Arrays = Sequence[np.ndarray]
-# Call-like primitives whose body is evaluated in place (one closed or open jaxpr param).
-_CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
-          "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
-          "checkpoint": "jaxpr", "remat": "jaxpr"}
 # Reductions whose rounding error grows with the number of terms (max/min/argmax are exact).
 _SUMS = ("reduce_sum", "reduce_prod", "cumsum", "cumprod", "cumlogsumexp")
 
@@ -115,33 +112,20 @@ def _lift_params(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any]) -> list[Any]:
     """Evaluate ``jaxpr`` with every floating-point value carried in float64."""
-    from jax.extend.core import DropVar, Literal
-
-    env: dict[Any, Any] = {}
-
-    def read(v: Any) -> Any:
-        return _lift_value(np.asarray(v.val, dtype=v.aval.dtype)) if isinstance(v, Literal) else env[v]
-
-    env.update(zip(jaxpr.constvars, (_lift_value(c) for c in consts), strict=True))
-    env.update(zip(jaxpr.invars, args, strict=True))
-    for eqn in jaxpr.eqns:
-        outs = _apply(eqn, [read(v) for v in eqn.invars])
-        for var, out in zip(eqn.outvars, outs, strict=True):
-            if not isinstance(var, DropVar):
-                env[var] = out
-    return [read(v) for v in jaxpr.outvars]
+    return _jax_compat.evaluate(
+        jaxpr, [_lift_value(c) for c in consts], args, _apply,
+        literal=lambda v: _lift_value(np.asarray(v.val, dtype=v.aval.dtype)),
+    )
 
 
 def _apply(eqn: Any, invals: list[Any]) -> list[Any]:
     name = eqn.primitive.name
     if name == "reduce_precision":
         raise NoGroundTruth("the reference rounds to a fixed precision with lax.reduce_precision")
-    if name in _CALLS and _CALLS[name] in eqn.params:
-        inner = eqn.params[_CALLS[name]]
-        jaxpr, consts = (inner.jaxpr, inner.consts) if hasattr(inner, "consts") else (inner, ())
-        return _evaluate(jaxpr, consts, invals)
-    out = eqn.primitive.bind(*invals, **_lift_params(_lift_bodies(name, eqn.params)))
-    return list(out) if eqn.primitive.multiple_results else [out]
+    body = _jax_compat.call_body(eqn)
+    if body is not None:
+        return _evaluate(*body, invals)
+    return _jax_compat.bind(eqn, invals, _lift_params(_lift_bodies(name, eqn.params)))
 
 
 def _lift_jaxpr(inner: Any) -> Any:
@@ -183,8 +167,6 @@ def reduction_depth(jaxpr: Any) -> int:
     """How many terms the reference rounds into its outputs, from its jaxpr: the sizes of
     every dot contraction, sum and cumulative op added up (a bound on the longest chain);
     a loop body's depth counts times its length where the jaxpr says it (scan)."""
-    from jax.extend.core import jaxprs_in_params
-
     total = 0
     for eqn in jaxpr.eqns:
         name, params = eqn.primitive.name, eqn.params
@@ -196,7 +178,7 @@ def reduction_depth(jaxpr: Any) -> int:
             shape = eqn.invars[0].aval.shape
             axes = params.get("axes", (params.get("axis", 0),))
             total += math.prod(shape[a] for a in axes)
-        inner = [reduction_depth(getattr(j, "jaxpr", j)) for j in jaxprs_in_params(params)]
+        inner = [reduction_depth(j) for j, _ in _jax_compat.sub_jaxprs(eqn)]
         if inner:
             total += max(inner) * int(params.get("length", 1))
     return max(total, 1)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from pallas_verify import _jax_compat, reference, transforms
+from pallas_verify import _jax_compat, choices, reference, transforms
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.execute import config_key
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
@@ -19,13 +19,16 @@ from pallas_verify.execution.caselimit import CaseLimit
 from pallas_verify.execution.isolation import Worker, shared_worker
 from pallas_verify.findings import Finding
 from pallas_verify.loader import spec_ref
-from pallas_verify.oracles import differential as oracles
+from pallas_verify.oracles.base import bitwise_equal
+from pallas_verify.oracles.differential import compare_outputs, outcome_findings
+from pallas_verify.oracles.divergence import divergence_findings
+from pallas_verify.oracles.metamorphic import metamorphic_finding
 from pallas_verify.reference import Truth, reference_outputs
 from pallas_verify.spec import KernelSpec
 
 __all__ = ["ISOLATE", "UNSUPPORTED", "Runner", "Unsupported", "example_key", "reference_outputs"]
 
-ISOLATE = ("auto", "always", "never")
+ISOLATE: tuple[str, ...] = tuple(choices.ISOLATE)
 
 
 class Unsupported(Exception):
@@ -159,7 +162,7 @@ class Runner:
         if limitation:
             raise Unsupported(limitation)
         judged = transforms.judged(case, expected)
-        found = oracles.outcome_findings(judged, outcome, expected if backend.executes else None, paths, truth,
+        found = outcome_findings(judged, outcome, expected if backend.executes else None, paths, truth,
                                          executes=backend.executes)
         if found or not outcome.ok:
             return [self._blamed(f, judged, outcome, expected, truth) for f in found]
@@ -174,7 +177,7 @@ class Runner:
                 truth: Truth | None) -> Finding:
         if finding.kind != "mismatch" or outcome.outputs is None or len(outcome.outputs) != len(expected):
             return finding
-        table = oracles.compare_outputs(["out"] * len(expected), outcome.outputs, expected, judged.spec.tolerance,
+        table = compare_outputs(["out"] * len(expected), outcome.outputs, expected, judged.spec.tolerance,
                                         truth)
         errors = [np.abs(np.asarray(a, np.float64) - np.asarray(e, np.float64)) if c.bad is not None else None
                   for c, a, e in zip(table, outcome.outputs, expected, strict=True)]
@@ -187,7 +190,7 @@ class Runner:
         for other, outputs in seen.items():
             if other != case.backend:
                 other_case = dataclasses.replace(case, backend=other)
-                found += oracles.divergence_findings([other_case, case], [Outcome(outputs=outputs), outcome], paths)
+                found += divergence_findings([other_case, case], [Outcome(outputs=outputs), outcome], paths)
         seen[case.backend] = outcome.outputs  # type: ignore[assignment]
         return found
 
@@ -195,9 +198,9 @@ class Runner:
         for kind, knob, mode in getattr(backend, "variants", lambda _: [])(case.mode):
             variant_case = dataclasses.replace(case, mode=mode)
             variant = self.run(variant_case)
-            finding = oracles.metamorphic_finding(case, kind, knob, base, variant_case, variant, paths)
+            finding = metamorphic_finding(case, kind, knob, base, variant_case, variant, paths)
             if finding is not None and base.outputs is not None and variant.outputs is not None:
-                masks = [~oracles.bitwise_equal(a, b) for a, b in zip(base.outputs, variant.outputs, strict=True)]
+                masks = [~bitwise_equal(a, b) for a, b in zip(base.outputs, variant.outputs, strict=True)]
                 finding = self._with_blame(finding, case.inputs, masks, [None] * len(masks))
             if finding is not None:
                 return [finding]

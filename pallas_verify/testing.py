@@ -59,7 +59,7 @@ class KernelFindingsError(AssertionError):
     """A kernel showed findings; the message is every finding with its evidence and reproducer."""
 
     def __init__(self, report: Report) -> None:
-        from pallas_verify.reports.render import findings_text
+        from pallas_verify.reports.text import findings_text
 
         self.report = report
         n = len(report.findings)

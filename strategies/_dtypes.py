@@ -1,17 +1,15 @@
-"""Dtype names, backend families and the per-family dtype table (one source of truth)."""
+"""Dtype names and the per-family dtype table, whose keys are the compile families
+(one source of truth for their names)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 
 from strategies._validation import check_choice
 from strategies.errors import InvalidStrategyType
-
-Family = Literal["mosaic_tpu", "triton", "mosaic_gpu"]
-BACKEND_FAMILIES: tuple[str, ...] = get_args(Family)
 
 FP8_DTYPES: tuple[str, ...] = ("float8_e4m3fn", "float8_e5m2")
 # What each compiler family takes as a kernel operand, float32 first (the shrink target).
@@ -22,6 +20,9 @@ FAMILY_DTYPES: dict[str, tuple[str, ...]] = {
     "triton": ("float32", "bfloat16", "float16", "int32", "int8", "bool"),
     "mosaic_gpu": ("float32", "bfloat16", "float16", "int32", "int8", "bool"),
 }
+# The compile families, in the order of the table above. pallas_verify's table of
+# families (backends/families.py) is checked against these names when it loads.
+BACKEND_FAMILIES: tuple[str, ...] = tuple(FAMILY_DTYPES)
 
 
 def family_of(where: str, backend: Any) -> str:

@@ -13,12 +13,18 @@ Skeletons (SKELETONS), simplest first, each with element-wise expression trees
 
 - ``map``: rank 1-3, 1-3 inputs each with an index map (identity, broadcast, transpose,
   reversal, offset modulo), 1-2 outputs, optional ``input_output_aliases``;
-- ``reduce``: sum/max/min over one of the last two dims with keepdims, one block deep;
+- ``reduce``: sum/max/min over one of the last two dims with keepdims, one block deep,
+  optionally over a valid-length prefix of each row (``mask``: the rest is filled with the
+  reduction's identity by ``jnp.where``; 0 makes every row empty);
 - ``accumulate``: the same reduction across an "arbitrary" grid axis, ``pl.when``
   init/finalize, the accumulator in VMEM scratch or in the output block, masked edges;
 - ``matmul``: ``jnp.dot(..., preferred_element_type=float32)`` accumulated over K;
 - ``loop``: ``lax.fori_loop`` over sub-slices of the block, optional SMEM scratch;
 - ``dma``: a ``pl.ANY`` input copied with ``make_async_copy`` start/wait into VMEM.
+
+Inputs (``program_inputs``) come from ``input_values``: mixed, all-negative,
+all-positive, large-offset or extreme-valued arrays, so identity- and fill-sensitive
+reductions are exercised.
 
 Shrinks toward the ``map`` skeleton, rank 1, one input, one whole-array block, float32,
 the identity index map and an expression that is input 0 itself.
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from hypothesis import strategies as st
 
 from strategies._expressions import UNARY, WORK_DTYPES, expression_productions, expressions
@@ -37,11 +44,16 @@ from strategies.grids import cdiv_grid
 from strategies.semantics import dimension_semantics
 from strategies.tiled import tiled_configs
 
-__all__ = ["PROGRAM_DTYPES", "REDUCTIONS", "SKELETONS", "pallas_programs", "program_inputs", "program_productions"]
+__all__ = ["PROGRAM_DTYPES", "REDUCTIONS", "SKELETONS", "VALUE_RANGES", "input_values", "pallas_programs",
+           "program_inputs", "program_productions"]
 
 SKELETONS = ("map", "reduce", "accumulate", "matmul", "loop", "dma")
 PROGRAM_DTYPES = ("float32", "int32", "bfloat16")
 REDUCTIONS = ("sum", "max", "min")
+VALUE_RANGES = ("mixed", "negative", "positive", "offset", "extreme")
+MASKS = ("none", "partial", "empty")
+_OFFSETS = {"int32": (1000, -1000, 2**20, -(2**20), 2**30, -(2**30)), "float32": (100.0, -100.0, 2.0**20, -(2.0**20)),
+            "bfloat16": (100.0, -100.0, 2.0**20, -(2.0**20))}
 _VMEM_LIMITS = (None, 8 * 2**20)
 Program = dict[str, Any]
 
@@ -125,10 +137,21 @@ def _reduction(draw: st.DrawFn, skeleton: str, budget: int, depth: int) -> Progr
     expr = draw(expressions(dtype=work, inputs=(in_dtype,), leaves=[("iota", a) for a in range(rank)], max_depth=depth))
     post = draw(st.sampled_from((None, *UNARY[work])))
     acc = draw(st.sampled_from(("scratch", "output"))) if out_dtype == work else "scratch"
+    op = draw(st.sampled_from(REDUCTIONS))
     return {**_common(draw, skeleton, rank), "shape": shape, "block": block, "grid": cdiv_grid(shape, block),
             "layout": "row_major", "inputs": ((shape, in_dtype, ("identity",)),),
-            "outputs": ((out_shape, out_dtype, expr),), "reduce": (draw(st.sampled_from(REDUCTIONS)), axis, work, post),
-            "acc": acc if skeleton == "accumulate" else None}
+            "outputs": ((out_shape, out_dtype, expr),), "reduce": (op, axis, work, post),
+            "acc": acc if skeleton == "accumulate" else None, "mask": _valid_length(draw, op, shape[axis], work, out_dtype)}
+
+
+def _valid_length(draw: st.DrawFn, op: str, size: int, work: str, out_dtype: str) -> int | None:
+    """How many leading elements of each reduced row count (the rest is masked to the
+    reduction's identity with ``jnp.where``, so the fill decides the result), or None.
+    ``empty`` rows reduce to the identity itself: +-inf for a float max/min, so not where
+    that would then be cast to int32 (XLA leaves the conversion of inf undefined)."""
+    kinds = MASKS if op == "sum" or work == "int32" or out_dtype != "int32" else MASKS[:2]
+    kind = draw(st.sampled_from(kinds))
+    return None if kind == "none" else 0 if kind == "empty" else draw(st.integers(1, size))
 
 
 def _matmul(draw: st.DrawFn, budget: int) -> Program:
@@ -196,8 +219,38 @@ def pallas_programs(*, skeletons: tuple[str, ...] = SKELETONS, max_grid_points: 
 
 
 def program_inputs(program: Program) -> st.SearchStrategy[tuple[Any, ...]]:
-    """Input arrays for ``program`` (``arrays``: small values, a few edge values)."""
-    return st.tuples(*(arrays(shape=shape, dtype=dtype) for shape, dtype, _ in program["inputs"]))
+    """Input arrays for ``program``, each from its own ``input_values`` range."""
+    return st.tuples(*(input_values(shape=shape, dtype=dtype) for shape, dtype, _ in program["inputs"]))
+
+
+def input_values(*, shape: tuple[int, ...], dtype: str) -> st.SearchStrategy[Any]:
+    """Arrays of ``shape`` and ``dtype`` from one of VALUE_RANGES, shrinking toward ``mixed``:
+
+    - ``mixed``: ``arrays`` (small values of both signs, a few edge values);
+    - ``negative`` / ``positive``: every value < 0 / > 0 (``1 + |mixed|``, edge values
+      included), so a max or min of any row depends on the reduction's identity;
+    - ``offset``: mixed values plus a large constant (ints up to 2**30, floats 2**20;
+      int32 values clipped to the type);
+    - ``extreme``: ``arrays`` whose edge values include the largest finite values.
+    """
+
+    @st.composite
+    def draw_values(draw: st.DrawFn) -> Any:
+        kind = draw(st.sampled_from(VALUE_RANGES))
+        base = draw(arrays(shape=shape, dtype=dtype, allow_extremes=kind == "extreme", max_edge_values=4))
+        if kind in ("mixed", "extreme"):
+            return base
+        wide = base.astype(np.float64 if dtype != "int32" else np.int64)
+        if kind == "offset":
+            wide = wide + draw(st.sampled_from(_OFFSETS[dtype]))
+        else:
+            wide = np.abs(wide) + 1
+            wide = -wide if kind == "negative" else wide
+        if dtype == "int32":  # the int32 edge values stay inside the type, keeping their sign
+            wide = np.clip(wide, np.iinfo(np.int32).min, np.iinfo(np.int32).max)
+        return wide.astype(base.dtype)
+
+    return draw_values()
 
 
 def program_productions(program: Program) -> list[str]:
@@ -229,6 +282,8 @@ def _skeleton_productions(program: Program) -> list[str]:
         op, _, work, post = program["reduce"]
         out = [f"reduce:{op}:{work}:keepdims", "mask"] if skeleton == "accumulate" else [f"reduce:{op}:{work}:keepdims"]
         out += [f"post:{post}"] if post else []
+        mask = program.get("mask")
+        out += [] if mask is None else ["mask:empty_row" if mask == 0 else "mask:valid_length"]
         if skeleton == "accumulate":
             out += ["pl.when", f"accumulator:{program['acc']}"] + (["scratch:vmem"] if program["acc"] == "scratch" else [])
         return out

@@ -7,6 +7,7 @@ package is the only one to update. Callers use the names re-exported here.
 
 from pallas_verify._jax_compat.deadlock import DeadlockError as DeadlockError
 from pallas_verify._jax_compat.deadlock import deadlock_watch as deadlock_watch
+from pallas_verify._jax_compat.devices import abstract_mesh_of as abstract_mesh_of
 from pallas_verify._jax_compat.errors import DEADLOCK_MARKER as DEADLOCK_MARKER
 from pallas_verify._jax_compat.errors import LIMITATIONS as LIMITATIONS
 from pallas_verify._jax_compat.errors import RACE_MARKER as RACE_MARKER
@@ -15,14 +16,25 @@ from pallas_verify._jax_compat.errors import error_info as error_info
 from pallas_verify._jax_compat.errors import error_kind as error_kind
 from pallas_verify._jax_compat.errors import semaphore_leaks as semaphore_leaks
 from pallas_verify._jax_compat.errors import upstream_limitation as upstream_limitation
-from pallas_verify._jax_compat.interpret import GRIDLESS_KERNELS as GRIDLESS_KERNELS
 from pallas_verify._jax_compat.interpret import RACE_LOGGERS as RACE_LOGGERS
 from pallas_verify._jax_compat.interpret import capture_logs as capture_logs
 from pallas_verify._jax_compat.interpret import force_interpret as force_interpret
-from pallas_verify._jax_compat.interpret import index_map_function as index_map_function
 from pallas_verify._jax_compat.interpret import reset_interpreters as reset_interpreters
 from pallas_verify._jax_compat.interpret import tpu_target as tpu_target
-from pallas_verify._jax_compat.interpret import written_refs as written_refs
+from pallas_verify._jax_compat.tracing import GRIDLESS_KERNELS as GRIDLESS_KERNELS
+from pallas_verify._jax_compat.tracing import BlockMapping as BlockMapping
+from pallas_verify._jax_compat.tracing import GridMapping as GridMapping
+from pallas_verify._jax_compat.tracing import bind as bind
+from pallas_verify._jax_compat.tracing import call_body as call_body
+from pallas_verify._jax_compat.tracing import call_name as call_name
+from pallas_verify._jax_compat.tracing import equations as equations
+from pallas_verify._jax_compat.tracing import evaluate as evaluate
+from pallas_verify._jax_compat.tracing import grid_mapping as grid_mapping
+from pallas_verify._jax_compat.tracing import index_map_function as index_map_function
+from pallas_verify._jax_compat.tracing import is_kernel as is_kernel
+from pallas_verify._jax_compat.tracing import kernel_site as kernel_site
+from pallas_verify._jax_compat.tracing import sub_jaxprs as sub_jaxprs
+from pallas_verify._jax_compat.tracing import written_refs as written_refs
 
 __all__ = [
     "DEADLOCK_MARKER",
@@ -30,16 +42,28 @@ __all__ = [
     "LIMITATIONS",
     "RACE_LOGGERS",
     "RACE_MARKER",
+    "BlockMapping",
     "DeadlockError",
+    "GridMapping",
     "Limitation",
+    "abstract_mesh_of",
+    "bind",
+    "call_body",
+    "call_name",
     "capture_logs",
     "deadlock_watch",
+    "equations",
     "error_info",
     "error_kind",
+    "evaluate",
     "force_interpret",
+    "grid_mapping",
     "index_map_function",
+    "is_kernel",
+    "kernel_site",
     "reset_interpreters",
     "semaphore_leaks",
+    "sub_jaxprs",
     "tpu_target",
     "upstream_limitation",
     "written_refs",

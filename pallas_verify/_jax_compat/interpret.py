@@ -1,5 +1,4 @@
-"""Forced interpreter modes, their state and logs, and what the static check reads of a
-traced pallas_call (JAX 0.12 internals)."""
+"""Forced interpreter modes, their state and logs (JAX 0.12 internals)."""
 
 from __future__ import annotations
 
@@ -10,19 +9,12 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
-    "GRIDLESS_KERNELS",
     "RACE_LOGGERS",
     "capture_logs",
     "force_interpret",
-    "index_map_function",
     "reset_interpreters",
     "tpu_target",
-    "written_refs",
 ]
-
-# Primitives of kernels without a grid or BlockSpecs (pl.kernel over a mesh, core_map):
-# the static check names them as skipped rather than passing over them in silence.
-GRIDLESS_KERNELS = frozenset({"core_map", "mpmd_map"})
 
 # Loggers that report races with on_race="warn" (TPU and GPU interpret modes; a racing
 # write is reported through the ROOT logger, a racing read through the module's), and the
@@ -51,29 +43,6 @@ def force_interpret(params: Any) -> Iterator[None]:
         yield
     finally:
         config.pallas_tpu_interpret_mode_context_manager.set_local(prev)
-
-
-def index_map_function(closed: Any) -> Any:
-    """A pure function of ``(*grid_indices, *prefetch_values)`` for an index-map jaxpr.
-
-    Index maps read scalar-prefetch operands as SMEM refs, indexed with typed-int literals
-    (jax's splash attention); evaluating the stateful jaxpr under vmap fails (``Invalid
-    type of idxer: TypedInt``), so the refs are discharged into plain arrays first, as
-    Pallas's own interpreter does (``BlockMapping.compute_start_indices_interpret``).
-    The function returns the block indices followed by the (unchanged) prefetch values.
-    """
-    import jax.extend as jex
-    from jax._src.state import discharge
-
-    return jex.core.jaxpr_as_fun(discharge.discharge_state(closed, strip_memory_space=True))
-
-
-def written_refs(jaxpr: Any) -> list[Any]:
-    """The inputs (vars, or positions) of ``jaxpr`` that it writes or accumulates into."""
-    from jax._src.state import types as state_types
-
-    kinds = (state_types.WriteEffect, state_types.AccumEffect)
-    return [eff.input for eff in jaxpr.effects if isinstance(eff, kinds)]
 
 
 # The chip whose tiling TPU interpret mode pads buffers to under buffer_bounds="padded"

@@ -28,21 +28,12 @@ from pallas_verify.case import Case, Outcome
 
 __all__ = [
     "COMPILE_CACHE",
-    "FAMILIES",
     "UNSUPPORTED",
     "CompileCache",
     "CompiledBackend",
     "attached_targets",
     "compile_backends",
 ]
-
-# Backend family -> (kernel platform, the extra that provides it).
-FAMILIES: Mapping[str, tuple[str, str]] = {
-    "mosaic_tpu": ("tpu", "tpu"),
-    "triton": ("gpu", "gpu"),
-    "mosaic_gpu": ("gpu", "gpu"),
-}
-
 
 @dataclasses.dataclass(kw_only=True)
 class CompileCache:
@@ -98,7 +89,7 @@ class CompiledBackend:
 
     @property
     def platforms(self) -> frozenset[str]:
-        return frozenset({FAMILIES[self.family][0]})
+        return frozenset({targets.family(self.family).platform})
 
     @property
     def executes(self) -> bool:
@@ -128,10 +119,8 @@ class CompiledBackend:
 
 
 def compile_backends() -> list[CompiledBackend]:
-    """All compile backends: every TPU chip for Mosaic TPU, every GPU for Triton and Mosaic GPU."""
-    tpu = [CompiledBackend(family="mosaic_tpu", target=c.name) for c in targets.TPU_CHIPS]
-    gpu = [CompiledBackend(family=f, target=g.name) for f in targets.GPU_FAMILIES for g in targets.GPU_TARGETS]
-    return tpu + gpu
+    """All compile backends: every family of ``families.FAMILIES`` for each of its targets."""
+    return [CompiledBackend(family=f.name, target=t.name) for f in targets.FAMILIES for t in f.targets]
 
 
 @functools.cache
@@ -161,12 +150,13 @@ def _cache_key(backend: str, case: Case) -> tuple[Any, ...]:
 
 def _missing(family: str) -> str | None:
     """Why this family cannot run here, or None. Looks for files only: no import of jax."""
-    if family == "mosaic_tpu":
+    extra = targets.family(family).extra
+    if extra == "tpu":
         if importlib.util.find_spec("libtpu") is None:
-            return "libtpu is not installed: pip install 'pallas-verify[tpu]'"
+            return f"libtpu is not installed: pip install 'pallas-verify[{extra}]'"
         return None
     if importlib.util.find_spec("jax_plugins") is None or importlib.util.find_spec("jax_plugins.xla_cuda12") is None:
-        return "the CUDA plugin is not installed: pip install 'pallas-verify[gpu]'"
+        return f"the CUDA plugin is not installed: pip install 'pallas-verify[{extra}]'"
     if family == "mosaic_gpu" and _ptxas() is None:
         return ("ptxas was not found on PATH nor in /usr/local/cuda/bin: Mosaic GPU assembles "
                 "with the CUDA toolkit's ptxas; install the CUDA toolkit and put ptxas on PATH")

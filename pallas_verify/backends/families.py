@@ -1,9 +1,17 @@
-"""The chips and GPUs the compile backends target, as data, and how to recognise them.
+"""The compile families, the chips and GPUs they target, as data, and how to recognise them.
 
-Everything here is pure (no jax import): the tables name each target, the
+This is the one table of compile backends: ``FAMILIES`` says, per family, the kernel
+platform it serves, the extra that provides it, the platform it lowers for, the Pallas
+lowerings it compiles and how a kernel asks for them, and (through the platform) its
+targets. The family names and the dtypes each takes as kernel operands are owned by
+``strategies`` (which may not import pallas_verify, and which loads jax, which this
+module must not); tests/backends/test_families.py holds the two to the same names.
+
+Everything here is pure (no jax import): the target tables name each chip, the
 ``device_kind`` its compile-only device has, the ``device_kind`` strings real hardware
-reports, and for GPUs the numbers of the XLA ``GpuTargetConfig`` used to compile
-without a GPU. ``targets_of`` maps the device kinds jax sees to our target names.
+reports, the accelerator type a Ray cluster advertises for it, and for GPUs the numbers
+of the XLA ``GpuTargetConfig`` used to compile without a GPU. ``targets_of`` maps the
+device kinds jax sees to our target names.
 """
 
 from __future__ import annotations
@@ -14,13 +22,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 __all__ = [
-    "GPU_FAMILIES",
+    "FAMILIES",
     "GPU_TARGETS",
     "TPU_CHIPS",
+    "Family",
     "GpuTarget",
     "TpuChip",
     "accelerators_present",
     "apply_jax_env_defaults",
+    "family",
     "gpu_target_config",
     "jax_env_defaults",
     "target_of",
@@ -37,12 +47,14 @@ class TpuChip:
       device_kind: the kind of its libtpu compile-only device (``"TPU v5 lite"``).
       topology: the libtpu topology name of one chip (``"v5e=1x1"``).
       real_kinds: every ``device_kind`` real hardware of this generation reports.
+      ray_type: the accelerator type Ray advertises for it (``ray.util.accelerators``).
     """
 
     name: str
     device_kind: str
     topology: str
     real_kinds: frozenset[str]
+    ray_type: str
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -59,10 +71,12 @@ class GpuTarget:
       smem_per_block_optin: the most shared memory one block may opt into, bytes.
       smem_per_core: shared memory per multiprocessor, bytes.
       memory_bytes: device memory, bytes.
+      ray_type: the accelerator type Ray advertises for it (``ray.util.accelerators``).
     """
 
     name: str
     device_kind: str
+    ray_type: str
     real_prefix: str
     compute_capability: tuple[int, int]
     accelerated: bool
@@ -73,33 +87,78 @@ class GpuTarget:
 
 
 TPU_CHIPS: tuple[TpuChip, ...] = (
-    TpuChip(name="v4", topology="v4=1x1x1", device_kind="TPU v4", real_kinds=frozenset({"TPU v4"})),
-    TpuChip(name="v5e", topology="v5e=1x1", device_kind="TPU v5 lite", real_kinds=frozenset({"TPU v5 lite", "TPU v5e"})),
-    TpuChip(name="v5p", topology="v5p=1x1x1", device_kind="TPU v5", real_kinds=frozenset({"TPU v5", "TPU v5p"})),
-    TpuChip(name="v6e", topology="v6e=1x1", device_kind="TPU v6 lite", real_kinds=frozenset({"TPU v6 lite", "TPU v6e"})),
-    TpuChip(name="7x", topology="tpu7x=1x1x1", device_kind="TPU7x", real_kinds=frozenset({"TPU7x", "TPU 7x"})),
+    TpuChip(name="v4", ray_type="TPU-V4", topology="v4=1x1x1", device_kind="TPU v4", real_kinds=frozenset({"TPU v4"})),
+    TpuChip(name="v5e", ray_type="TPU-V5LITEPOD", topology="v5e=1x1", device_kind="TPU v5 lite", real_kinds=frozenset({"TPU v5 lite", "TPU v5e"})),
+    TpuChip(name="v5p", ray_type="TPU-V5P", topology="v5p=1x1x1", device_kind="TPU v5", real_kinds=frozenset({"TPU v5", "TPU v5p"})),
+    TpuChip(name="v6e", ray_type="TPU-V6E", topology="v6e=1x1", device_kind="TPU v6 lite", real_kinds=frozenset({"TPU v6 lite", "TPU v6e"})),
+    TpuChip(name="7x", ray_type="TPU-V7X", topology="tpu7x=1x1x1", device_kind="TPU7x", real_kinds=frozenset({"TPU7x", "TPU 7x"})),
 )
 
 GPU_TARGETS: tuple[GpuTarget, ...] = (
     GpuTarget(
-        name="a100", device_kind="NVIDIA A100-SXM4-40GB", real_prefix="NVIDIA A100",
+        name="a100", ray_type="A100", device_kind="NVIDIA A100-SXM4-40GB", real_prefix="NVIDIA A100",
         compute_capability=(8, 0), accelerated=False, core_count=108,
         smem_per_block_optin=166912, smem_per_core=167936, memory_bytes=42331013120,
     ),
     GpuTarget(
-        name="h100", device_kind="NVIDIA H100 80GB HBM3", real_prefix="NVIDIA H100",
+        name="h100", ray_type="H100", device_kind="NVIDIA H100 80GB HBM3", real_prefix="NVIDIA H100",
         compute_capability=(9, 0), accelerated=True, core_count=132,
         smem_per_block_optin=232448, smem_per_core=233472, memory_bytes=84942979072,
     ),
     GpuTarget(
-        name="b200", device_kind="NVIDIA B200", real_prefix="NVIDIA B200",
+        name="b200", ray_type="B200", device_kind="NVIDIA B200", real_prefix="NVIDIA B200",
         compute_capability=(10, 0), accelerated=True, core_count=148,
         smem_per_block_optin=232448, smem_per_core=233472, memory_bytes=191514411008,
     ),
 )
 
-# Backend family -> the platform its kernels target.
-GPU_FAMILIES: tuple[str, ...] = ("triton", "mosaic_gpu")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Family:
+    """A compiler family: the part of a backend name before ``:``.
+
+    Attributes:
+      name: ``"mosaic_tpu"``, ``"triton"``, ``"mosaic_gpu"``.
+      platform: the kernel platform it serves (``"tpu"`` or ``"gpu"``, as a KernelSpec's
+        ``platforms`` names it).
+      extra: the pallas-verify extra that installs its compiler.
+      lowering_platform: the platform jax lowers for (``"tpu"``, ``"cuda"``).
+      lowerings: the Pallas lowerings it compiles (``"default"`` is a pallas_call
+        without ``compiler_params``).
+      how: how a kernel asks for this family's lowering, as a kernel author writes it.
+    """
+
+    name: str
+    platform: str
+    extra: str
+    lowering_platform: str
+    lowerings: frozenset[str]
+    how: str
+
+    @property
+    def targets(self) -> tuple[TpuChip, ...] | tuple[GpuTarget, ...]:
+        """The chips or GPUs this family compiles for."""
+        return TPU_CHIPS if self.platform == "tpu" else GPU_TARGETS
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family(name="mosaic_tpu", platform="tpu", extra="tpu", lowering_platform="tpu",
+           lowerings=frozenset({"default", "mosaic_tpu"}),
+           how="pltpu.CompilerParams (or no compiler_params) on pl.pallas_call"),
+    Family(name="triton", platform="gpu", extra="gpu", lowering_platform="cuda",
+           lowerings=frozenset({"default", "triton"}),
+           how="pl.triton.CompilerParams (or no compiler_params) on pl.pallas_call"),
+    Family(name="mosaic_gpu", platform="gpu", extra="gpu", lowering_platform="cuda",
+           lowerings=frozenset({"mosaic_gpu"}), how="plgpu.kernel"),
+)
+
+def family(name: str) -> Family:
+    """The family named ``name`` (``"mosaic_tpu"``); KeyError naming the families otherwise."""
+    for f in FAMILIES:
+        if f.name == name:
+            return f
+    raise KeyError(f"family={name!r} is not a compile family; choose from {[f.name for f in FAMILIES]}.")
 
 
 def target_of(platform: str, device_kind: str) -> str | None:

@@ -22,28 +22,17 @@ import functools
 import time
 import traceback
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from pallas_verify import _jax_compat
 from pallas_verify.backends import families as targets
 from pallas_verify.case import UNSUPPORTED, Case, ErrorInfo, Outcome
 from pallas_verify.errors import PallasVerifyError
 
 __all__ = ["UNSUPPORTED", "compile_case", "execute_case", "kernel_sites", "unsupported_reason"]
 
-# Backend family -> (lowering platform, lowerings it serves).
-_SERVES = {
-    "mosaic_tpu": ("tpu", frozenset({"default", "mosaic_tpu"})),
-    "triton": ("cuda", frozenset({"default", "triton"})),
-    "mosaic_gpu": ("cuda", frozenset({"mosaic_gpu"})),
-}
-_HOW = {
-    "mosaic_tpu": "pltpu.CompilerParams (or no compiler_params) on pl.pallas_call",
-    "triton": "pl.triton.CompilerParams (or no compiler_params) on pl.pallas_call",
-    "mosaic_gpu": "plgpu.kernel",
-}
 _ARCH_IN_PROCESS: dict[str, str] = {}
 
 
@@ -53,19 +42,21 @@ def kernel_sites(closed_jaxpr: Any) -> list[str]:
     ``"default"`` is a ``pallas_call`` without ``compiler_params``; otherwise one of
     ``"mosaic_tpu"``, ``"triton"``, ``"mosaic_gpu"``, or ``"unknown:<type>"``.
     """
-    return [_site(eqn) for eqn in _eqns(closed_jaxpr.jaxpr) if _is_kernel(eqn)]
+    kernels = _jax_compat.equations(closed_jaxpr.jaxpr, into=lambda eqn: not _jax_compat.is_kernel(eqn))
+    return [_jax_compat.kernel_site(eqn) for eqn in kernels if _jax_compat.is_kernel(eqn)]
 
 
 def unsupported_reason(family: str, sites: list[str]) -> str | None:
     """Why ``family`` cannot compile a function with these kernel sites, or None."""
-    _, serves = _SERVES[family]
+    serves = targets.family(family).lowerings
+    how = {f.name: f.how for f in targets.FAMILIES}
     if not sites:
         return f"{family} compiles Pallas kernels; the function calls none (no pallas_call or plgpu.kernel)."
     for site in sites:
         if site not in serves:
-            asked = _HOW.get(site, site)
+            asked = how.get(site, site)
             return (f"the kernel uses {asked}, which selects the {site} lowering; {family} "
-                    f"compiles kernels written with {_HOW[family]}.")
+                    f"compiles kernels written with {how[family]}.")
     return None
 
 
@@ -76,7 +67,7 @@ def compile_case(case: Case, *, family: str, target: str) -> tuple[Outcome, Any]
     Warnings raised while compiling (e.g. Triton's deprecation) become diagnostics.
     """
     start = time.perf_counter()
-    platform, _ = _SERVES[family]
+    platform = targets.family(family).lowering_platform
     mesh, abstract_mesh = _mesh(family, target)
     args = _abstract_args(case.inputs, mesh)
     fn = _bound(case)
@@ -159,40 +150,6 @@ def _failed(error: ErrorInfo, start: float, *, diagnostics: str = "") -> Outcome
     return Outcome(error=error, seconds=time.perf_counter() - start, diagnostics=diagnostics)
 
 
-def _eqns(jaxpr: Any) -> Iterator[Any]:
-    for eqn in jaxpr.eqns:
-        yield eqn
-        if _is_kernel(eqn):
-            continue
-        for value in eqn.params.values():
-            for item in value if isinstance(value, (tuple, list)) else (value,):
-                inner = getattr(item, "jaxpr", item)
-                if hasattr(inner, "eqns"):
-                    yield from _eqns(inner)
-
-
-def _is_kernel(eqn: Any) -> bool:
-    return eqn.primitive.name == "pallas_call" or "meshes" in eqn.params or eqn.primitive.name == "core_map"
-
-
-def _site(eqn: Any) -> str:
-    from jax.experimental.pallas import mosaic_gpu as plgpu
-    from jax.experimental.pallas import tpu as pltpu
-    from jax.experimental.pallas import triton as pltriton
-
-    meshes = eqn.params.get("meshes") or (eqn.params.get("mesh"),)
-    if any(isinstance(m, (plgpu.Mesh, plgpu.WarpMesh)) for m in meshes):
-        return "mosaic_gpu"
-    if any(isinstance(m, pltpu.TensorCoreMesh) for m in meshes):
-        return "mosaic_tpu"
-    params = eqn.params.get("compiler_params")
-    kinds = ((pltpu.CompilerParams, "mosaic_tpu"), (pltriton.CompilerParams, "triton"),
-             (plgpu.CompilerParams, "mosaic_gpu"))
-    if params is None:
-        return "default"
-    return next((name for cls, name in kinds if isinstance(params, cls)), f"unknown:{type(params).__name__}")
-
-
 def _pin_mosaic_gpu_arch(family: str, target: str) -> None:
     """Mosaic GPU fixes ptxas's architecture at its first compile in a process."""
     if family != "mosaic_gpu":
@@ -212,47 +169,17 @@ def _mesh(family: str, target: str) -> tuple[Any, Any]:
     jax = _jax()
     from jax.experimental import topologies
 
-    if family == "mosaic_tpu":
-        chip = next(c for c in targets.TPU_CHIPS if c.name == target)
+    row = targets.family(family)
+    chip = next(t for t in row.targets if t.name == target)
+    if isinstance(chip, targets.TpuChip):
         targets.apply_jax_env_defaults(libtpu_only=True)
-        device = topologies.get_topology_desc(chip.topology, platform="tpu").devices[0]
+        device = topologies.get_topology_desc(chip.topology, platform=row.lowering_platform).devices[0]
     else:
-        gpu = next(g for g in targets.GPU_TARGETS if g.name == target)
-        config = targets.gpu_target_config(gpu)
-        device = topologies.get_topology_desc(platform="cuda", target_config=config, topology="1x1x1").devices[0]
+        config = targets.gpu_target_config(chip)
+        device = topologies.get_topology_desc(platform=row.lowering_platform, target_config=config,
+                                              topology="1x1x1").devices[0]
     mesh = jax.sharding.Mesh(np.array([device]), ("x",))
-    return mesh, _abstract_mesh(mesh, device)
-
-
-def _abstract_mesh(mesh: Any, device: Any) -> Any:
-    """The mesh's abstract mesh; for a GPU, with the compute capability Mosaic GPU reads.
-
-    Mosaic GPU takes the architecture from the abstract device and falls back to
-    sm_90 when it has no ``compute_capability``, which would compile every GPU as H100.
-    """
-    abstract = mesh.abstract_mesh
-    capability = getattr(device, "compute_capability", None)
-    if capability is None:
-        return abstract
-    base = abstract.abstract_device
-    with_cc = _gpu_abstract_device_class()(
-        device_kind=base.device_kind, num_cores=base.num_cores, platform=base.platform,
-        compute_capability=capability,
-    )
-    return _jax().sharding.AbstractMesh(
-        abstract.axis_sizes, abstract.axis_names, axis_types=abstract.axis_types, abstract_device=with_cc
-    )
-
-
-@functools.cache
-def _gpu_abstract_device_class() -> type:
-    from jax.sharding import AbstractDevice
-
-    @dataclasses.dataclass(frozen=True, kw_only=True)
-    class GpuAbstractDevice(AbstractDevice):
-        compute_capability: str
-
-    return GpuAbstractDevice
+    return mesh, _jax_compat.abstract_mesh_of(mesh, device)
 
 
 def _abstract_args(inputs: tuple[np.ndarray, ...], mesh: Any) -> list[Any]:

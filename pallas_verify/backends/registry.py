@@ -1,15 +1,26 @@
-"""The backend registry: one table of every backend, by name."""
+"""The backend registry: one table of every backend, by name, and why a kernel does not run on one."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.interpreters import interpreter_backends
 from pallas_verify.errors import InvalidArgument, closest
 
-__all__ = ["all_backends", "get", "resolve"]
+if TYPE_CHECKING:
+    from pallas_verify.spec import KernelSpec
+
+__all__ = ["Skip", "all_backends", "get", "resolve", "skip_reason"]
+
+
+class Skip(NamedTuple):
+    """Why a kernel does not run on a backend: the cell's status and its reason."""
+
+    status: Literal["skipped", "unsupported"]
+    reason: str
 
 
 @functools.cache
@@ -41,3 +52,18 @@ def resolve(names: Sequence[str] | None) -> list[Backend]:
         names = [n for n in names.split(",") if n]
     wanted = {get(n).name for n in names}
     return [b for b in all_backends().values() if b.name in wanted]
+
+
+def skip_reason(spec: KernelSpec, backend: Backend) -> Skip | None:
+    """Why ``spec`` does not run on ``backend`` here, or None when it runs.
+
+    ``skipped``: the backend is not available on this machine, or serves platforms the
+    kernel does not target. ``unsupported``: the spec declares the backend unsupported.
+    """
+    reason = backend.available()
+    if reason is None and not backend.platforms & set(spec.platforms):
+        reason = f"{backend.name} serves {sorted(backend.platforms)}; the kernel targets {list(spec.platforms)}"
+    if reason is not None:
+        return Skip("skipped", reason)
+    declared = spec.unsupported_reason(backend.name)
+    return Skip("unsupported", declared) if declared else None

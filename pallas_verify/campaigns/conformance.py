@@ -19,7 +19,7 @@ from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution import Done, Executor, Work
 from pallas_verify.findings import Finding
 from pallas_verify.reports.matrix import tally
-from pallas_verify.reports.report import BackendResult, Report, cell_key
+from pallas_verify.reports.report import BackendResult, Report, cell_key, kernel_entry
 from pallas_verify.spec import KernelSpec
 
 __all__ = ["DEMO_KERNELS", "HOST_DEVICES", "bundled_specs", "ensure_host_devices", "run_conformance", "run_unit"]
@@ -171,7 +171,7 @@ def _run_units(specs: Sequence[KernelSpec], names: list[str], max_examples: int,
                 spec = next(s for s in specs if s.name == done.work.tag)
                 parts[spec.name] = _part(spec, names, done, receive_reproducers, repro)
                 progress(f"[{len(parts)}/{len(specs)}] {spec.name}: {tally(parts[spec.name].results)}"
-                         + (f" (on {done.node})" if done.node else ""))
+                         + (f" (on {done.node})" if done.node and executor.name != "local" else ""))
     except KeyboardInterrupt:
         executor.cancel()
         report.interrupted = True
@@ -196,9 +196,5 @@ def _part(spec: KernelSpec, names: list[str], done: Done, receive: Callable[...,
 
 
 def _skipped(spec: KernelSpec, names: list[str], reason: str) -> Report:
-    return Report(backends=names, kernels=[_kernel_entry(spec)],
+    return Report(backends=names, kernels=[kernel_entry(spec)],
                   results=[BackendResult(kernel=spec.name, backend=b, status="skipped", reason=reason) for b in names])
-
-
-def _kernel_entry(spec: KernelSpec) -> dict[str, Any]:
-    return {"name": spec.name, "features": list(spec.features), "platforms": list(spec.platforms)}

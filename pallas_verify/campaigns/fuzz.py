@@ -15,10 +15,7 @@ entries that no longer reproduce.
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
-import json
 import random
-import re
 import shutil
 import signal
 import sys
@@ -27,152 +24,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from pallas_verify.campaigns.budget import parse_budget
 from pallas_verify.campaigns.fuzzdb import FailureDatabase, signature
+from pallas_verify.campaigns.plan import Cell, FuzzOptions, plan
 from pallas_verify.campaigns.progress import Progress, per_backend
-from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution import Done, Executor, Work
 from pallas_verify.findings import Finding
 from pallas_verify.reports.report import BackendResult, Report, cell_key
 
 __all__ = ["FuzzOptions", "fuzz", "parse_budget"]
-
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_budget(text: str) -> float:
-    """Seconds in ``"90s"``, ``"30m"``, ``"1h30m"`` or a bare number of seconds."""
-    parts = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)\s*([smh])\s*)+", text or "")
-    if re.fullmatch(r"\s*\d+(?:\.\d+)?\s*", text or ""):
-        seconds = float(text)
-    elif parts:
-        seconds = sum(float(n) * _UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)\s*([smh])", text))
-    else:
-        raise InvalidArgument(f"budget={text!r} is not a duration; write e.g. 90s, 30m or 1h30m.")
-    if seconds <= 0:
-        raise InvalidArgument(f"budget={text!r} must be more than zero seconds.")
-    return seconds
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class FuzzOptions:
-    """What to fuzz and for how long.
-
-    Attributes:
-      targets: spec references (FILE.py, FILE.py::NAME, MODULE, MODULE:NAME); default
-        () = the bundled catalog and upstream wrappers.
-      kernels: fnmatch pattern over spec names; default "*".
-      backends: backend names; default None = every available backend.
-      budget_s: wall-time budget in seconds; default 1800.
-      out_dir: reports, reproducers and the failure database; default "pv-fuzz".
-      workers: units in flight (worker processes, or Ray tasks); default 2. None: the
-        executor's own (the Ray cluster's CPU count; 1 locally).
-      seed: base seed; slice i searches with seed + i. None (default): a fresh one.
-      slice_examples: examples per slice; default 5.
-      timeout_s: per-case time limit; default 120.
-      executor: an ``execution.EXECUTORS`` key; default "local".
-      ray_address: the Ray cluster to join; None: start or join a local one.
-      db: Hypothesis's example database, a directory or ``redis://HOST:PORT/N``;
-        None (default): ``out_dir/hypothesis``.
-      hardware: an ``execution.placement.HARDWARE_POLICIES`` key; default "auto".
-      max_slices: stop after this many slices (the budget still caps the run); default
-        None: only the budget stops it. Same seed and max_slices: the same slices.
-      shrink_budget_s: most seconds a slice spends shrinking a failure; default 60 (less
-        when the budget left is short).
-    """
-
-    targets: tuple[str, ...] = ()
-    kernels: str = "*"
-    backends: tuple[str, ...] | None = None
-    budget_s: float = 1800.0
-    out_dir: Path = Path("pv-fuzz")
-    workers: int | None = 2
-    seed: int | None = None
-    slice_examples: int = 5
-    timeout_s: float = 120.0
-    executor: str = "local"
-    ray_address: str | None = None
-    db: str | None = None
-    hardware: str = "auto"
-    max_slices: int | None = None
-    shrink_budget_s: float = 60.0
-
-    def __post_init__(self) -> None:
-        for field in ("workers", "slice_examples", "max_slices"):
-            value = getattr(self, field)
-            if value is None and field in ("workers", "max_slices"):
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidArgument(f"{field}={value!r} must be a positive integer.")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class _Cell:
-    ref: str
-    kernel: str
-    backend: str
-    hardware: str | None = None
-
-
-# -- planning ------------------------------------------------------------------------------
-
-
-def _load(options: FuzzOptions) -> list[tuple[str, Any]]:
-    """(reference, spec) of every spec to fuzz, filtered by the kernels pattern."""
-    from pallas_verify.loader import load_specs, spec_ref
-
-    refs = list(options.targets) or _catalog_modules()
-    found, seen = [], set()
-    for ref in refs:
-        for spec in load_specs(ref):
-            if fnmatch.fnmatchcase(spec.name, options.kernels) and spec.name not in seen:
-                seen.add(spec.name)
-                found.append((spec_ref(spec), spec))
-    if not found:
-        raise InvalidArgument(f"kernels={options.kernels!r} matches no KernelSpec in {refs}.")
-    return found
-
-
-def _catalog_modules() -> list[str]:
-    import importlib
-
-    modules = []
-    for package in ("reference_kernels", "reference_kernels.upstream"):
-        names = getattr(importlib.import_module(package), "MODULES", ())
-        modules += [f"{package}.{name}" for name in names]
-    if not modules:
-        raise InvalidArgument("the bundled catalog lists no modules; name spec files or modules to fuzz.")
-    return modules
-
-
-def _plan(options: FuzzOptions, report: Report, executor: Executor) -> list[_Cell]:
-    """Runnable cells; the others get their skipped/unsupported result in ``report``."""
-    from pallas_verify.backends import registry
-    from pallas_verify.execution.placement import choose_hardware
-
-    chosen = registry.resolve(options.backends)
-    if options.backends is None:
-        chosen = [b for b in chosen if b.available() is None]
-    report.backends = [b.name for b in chosen]
-    placed = {b.name: choose_hardware(b.name, options.hardware, executor.offers) for b in chosen}
-    cells = []
-    for ref, spec in _load(options):
-        report.kernels.append({"name": spec.name, "features": list(spec.features), "platforms": list(spec.platforms)})
-        for backend in chosen:
-            reason, status = backend.available(), "skipped"
-            if reason is None and not backend.platforms & set(spec.platforms):
-                reason = f"{backend.name} serves {sorted(backend.platforms)}; the kernel targets {list(spec.platforms)}"
-            if reason is None and spec.unsupported_reason(backend.name):
-                reason, status = spec.unsupported_reason(backend.name), "unsupported"
-            hardware, missing = placed[backend.name]
-            reason = reason or missing
-            if reason is None:
-                cells.append(_Cell(ref=ref, kernel=spec.name, backend=backend.name, hardware=hardware))
-            else:
-                report.results.append(BackendResult(kernel=spec.name, backend=backend.name, status=status, reason=reason))
-    return cells
-
-
-# -- the run -------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass
@@ -181,7 +41,7 @@ class _Run:
 
     options: FuzzOptions
     report: Report
-    cells: list[_Cell]
+    cells: list[Cell]
     progress: Progress
     db: FailureDatabase
     seed: int
@@ -191,11 +51,11 @@ class _Run:
     visited: int = 0
     round: int = 0
     done: dict[tuple[str, str], BackendResult] = dataclasses.field(default_factory=dict)
-    retired: set[_Cell] = dataclasses.field(default_factory=set)
+    retired: set[Cell] = dataclasses.field(default_factory=set)
     signatures: set[str] = dataclasses.field(default_factory=set)
-    units: dict[int, _Cell] = dataclasses.field(default_factory=dict)
+    units: dict[int, Cell] = dataclasses.field(default_factory=dict)
 
-    def order(self) -> Iterator[_Cell]:
+    def order(self) -> Iterator[Cell]:
         """Cells round-robin, each round shuffled by the seed; ends when every cell retired."""
         for round_no in range(sys.maxsize):
             batch = [c for c in self.cells if c not in self.retired]
@@ -210,7 +70,7 @@ class _Run:
     def more_slices(self) -> bool:
         return self.options.max_slices is None or self.slices < self.options.max_slices
 
-    def slice_unit(self, cell: _Cell, remaining: float) -> Work:
+    def slice_unit(self, cell: Cell, remaining: float) -> Work:
         self.slices += 1
         first_backend = next(c.backend for c in self.cells if c.kernel == cell.kernel)
         work = Work(entry="pallas_verify.execution.units:run_slice", kind="slice", spec_ref=cell.ref, backends=(cell.backend,),
@@ -257,17 +117,12 @@ class _Run:
             self._new(f)
         return None
 
-    def _cell_result(self, cell: _Cell, r: BackendResult) -> None:
+    def _cell_result(self, cell: Cell, r: BackendResult) -> None:
         old = self.done.get((r.kernel, cell_key(r)))
         if r.status in ("unsupported", "skipped"):
             self.retired.add(cell)
         elif old is not None and old.status in ("pass", "fail"):
-            status = "fail" if "fail" in (old.status, r.status) else "pass"
-            reasons = sorted(set(filter(None, (old.reason + ", " + r.reason).split(", "))))
-            nodes = sorted(set(filter(None, (old.node + ", " + r.node).split(", "))))
-            r = dataclasses.replace(r, status=status, reason=", ".join(reasons), examples=old.examples + r.examples,
-                                    shrink_steps=old.shrink_steps + r.shrink_steps,
-                                    seconds=old.seconds + r.seconds, node=", ".join(nodes))
+            r = old.combined(r)
         self.done[(r.kernel, cell_key(r))] = r
 
     def _new(self, finding: Finding, *, replayed: bool = False) -> None:
@@ -297,12 +152,11 @@ class _Run:
             why = result.get("error") or result.get("skipped") or "its case cannot run here (see the worker's output)"
             self.progress.note(f"replay of {entry.name} could not run: {why}")
             return
-        data = json.loads(entry.read_text())
-        finding = Finding(**{k: v for k, v in data.items() if k in {f.name for f in dataclasses.fields(Finding)}})
+        finding = self.db.finding(entry)
         if result["verdict"] == "still reproduces":
             evidence = {**finding.evidence, "replayed_from": str(entry)}
             self._new(dataclasses.replace(finding, evidence=evidence), replayed=True)
-            self._cell_result(_Cell(ref="", kernel=finding.kernel, backend=finding.backend), BackendResult(
+            self._cell_result(Cell(ref="", kernel=finding.kernel, backend=finding.backend), BackendResult(
                 kernel=finding.kernel, backend=finding.backend, status="fail", reason=finding.kind, node=done.node))
         else:
             self.db.drop(entry)
@@ -343,7 +197,7 @@ def fuzz(options: FuzzOptions, *, stream: TextIO = sys.stderr) -> Report:
     if options.db is not None:
         check_database(options.db)
     with execution.make(options.executor, workers=options.workers, address=options.ray_address) as executor:
-        cells = _plan(options, report, executor)
+        cells = plan(options, report, executor)
         run = _Run(options=options, report=report, cells=cells, progress=Progress(stream, options.budget_s),
                    db=FailureDatabase(options.out_dir / "db"), seed=seed)
         stream.write(f"pallas-verify fuzz: seed={seed}, {len(cells)} cells, executor {options.executor} with "
@@ -386,7 +240,7 @@ def _loop(run: _Run, executor: Executor, started: float) -> None:
     grace = max(5.0, min(60.0, budget * 0.1))
     queue: list[Work] = run.replay_units()
     cells = run.order()
-    held: list[_Cell] = []
+    held: list[Cell] = []
     try:
         while not run.stop:
             elapsed = time.monotonic() - started
@@ -403,7 +257,7 @@ def _loop(run: _Run, executor: Executor, started: float) -> None:
             run.units.pop(work.uid, None)
 
 
-def _assign(run: _Run, executor: Executor, queue: list[Work], cells: Iterator[_Cell], held: list[_Cell],
+def _assign(run: _Run, executor: Executor, queue: list[Work], cells: Iterator[Cell], held: list[Cell],
             remaining: float) -> None:
     """Submit units while the executor has room; a cell whose chip is busy waits its turn."""
     while queue and executor.free() > 0:

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 from pallas_verify.findings import Finding
-from pallas_verify.reports.report import Report, finding_dict
-from pallas_verify.reports.reproduce import EXIT_CANNOT_RUN, EXIT_FIXED, EXIT_REPRODUCES
+from pallas_verify.reports.report import Report, finding_dict, finding_from_dict
+from pallas_verify.reports.reproduce import EXIT_CANNOT_RUN, EXIT_FIXED, EXIT_REPRODUCES, file_stem
 
 __all__ = ["REPLAY_VERDICTS", "FailureDatabase", "replay_report", "replay_script", "signature"]
 
@@ -62,8 +62,7 @@ class FailureDatabase:
         return sorted(self.root.glob("*.json")) if self.root.is_dir() else []
 
     def add(self, finding: Finding, sig: str) -> Finding:
-        stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{finding.kernel}-{finding.kind}-{finding.backend}")
-        stem += "-" + hashlib.sha1(sig.encode()).hexdigest()[:8]
+        stem = file_stem(finding.kernel, finding.kind, finding.backend, hashlib.sha1(sig.encode()).hexdigest()[:8])
         self.root.mkdir(parents=True, exist_ok=True)
         if finding.reproducer and Path(finding.reproducer).is_file():
             old = Path(finding.reproducer)
@@ -73,6 +72,10 @@ class FailureDatabase:
             finding = dataclasses.replace(finding, reproducer=str((self.root / f"{stem}.py").resolve()))
         (self.root / f"{stem}.json").write_text(json.dumps(finding_dict(finding), indent=1) + "\n")
         return finding
+
+    def finding(self, entry: Path) -> Finding:
+        """The finding an entry keeps."""
+        return finding_from_dict(json.loads(entry.read_text()))
 
     def drop(self, entry: Path) -> None:
         for suffix in (".json", ".py", ".npz"):

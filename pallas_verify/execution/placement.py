@@ -26,19 +26,10 @@ HARDWARE_POLICIES: Mapping[str, str] = {
     "never": "compile only, on any CPU, even where a real chip is offered",
 }
 
-#: Our target name -> the accelerator type Ray advertises for it (ray.util.accelerators).
-RAY_ACCELERATOR_TYPES: Mapping[str, str] = {
-    "v4": "TPU-V4",
-    "v5e": "TPU-V5LITEPOD",
-    "v5p": "TPU-V5P",
-    "v6e": "TPU-V6E",
-    "7x": "TPU-V7X",
-    "a100": "A100",
-    "h100": "H100",
-    "b200": "B200",
-}
+#: Our target name -> the accelerator type Ray advertises for it (from families' tables).
+RAY_ACCELERATOR_TYPES: Mapping[str, str] = {t.name: t.ray_type for t in (*targets.TPU_CHIPS, *targets.GPU_TARGETS)}
 
-_PLATFORM = {"mosaic_tpu": "tpu", "triton": "gpu", "mosaic_gpu": "gpu"}
+_PLATFORM = {f.name: f.platform for f in targets.FAMILIES}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -71,9 +62,8 @@ def ray_request(hardware: str | None) -> RayRequest:
     if hardware is None:
         return RayRequest()
     platform, _, target = hardware.partition(":")
-    known = {c.name for c in targets.TPU_CHIPS} | {g.name for g in targets.GPU_TARGETS}
-    if target not in known or target not in RAY_ACCELERATOR_TYPES:
-        raise ValueError(f"hardware={hardware!r} names no known chip; known: {sorted(known)}.")
+    if target not in RAY_ACCELERATOR_TYPES:
+        raise ValueError(f"hardware={hardware!r} names no known chip; known: {sorted(RAY_ACCELERATOR_TYPES)}.")
     kind = {f"accelerator_type:{RAY_ACCELERATOR_TYPES[target]}": 0.001}
     if platform == "tpu":
         return RayRequest(resources={"TPU": 1.0, **kind})

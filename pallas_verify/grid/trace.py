@@ -16,19 +16,6 @@ from pallas_verify import _jax_compat
 
 __all__ = ["BlockOperand", "PallasCall", "block_indices", "grid_mappings", "grid_points"]
 
-_CALL_LIKE = frozenset(
-    {
-        "jit",
-        "pjit",
-        "closed_call",
-        "core_call",
-        "remat",
-        "checkpoint",
-        "custom_jvp_call",
-        "custom_vjp_call",
-        "custom_vjp_call_jaxpr",
-    }
-)
 _TRANSPARENT = frozenset({"convert_element_type", "copy", "copy_p", "reduce_precision"})
 _UNWINDOWED_SPACES = frozenset({"any", "hbm", "semaphore_mem", "host"})
 _UNKNOWN = object()
@@ -140,17 +127,11 @@ class _Walker:
 
     def walk(self, jaxpr, consts, args, origins):
         consts = list(consts) + [_UNKNOWN] * (len(jaxpr.constvars) - len(consts))
-        env = dict(zip(jaxpr.constvars, [(c, None) for c in consts], strict=True))
-        env.update(zip(jaxpr.invars, zip(args, origins, strict=True), strict=True))
-
-        def read(v):
-            return (v.val, None) if isinstance(v, jex.core.Literal) else env[v]
-
-        for eqn in jaxpr.eqns:
-            ins = [read(v) for v in eqn.invars]
-            outs = self.eqn(eqn, [a for a, _ in ins], [o for _, o in ins])
-            env.update(zip(eqn.outvars, outs, strict=True))
-        result = [read(v) for v in jaxpr.outvars]
+        result = _jax_compat.evaluate(
+            jaxpr, [(c, None) for c in consts], list(zip(args, origins, strict=True)),
+            lambda eqn, ins: self.eqn(eqn, [a for a, _ in ins], [o for _, o in ins]),
+            literal=lambda v: (v.val, None),
+        )
         return [a for a, _ in result], [o for _, o in result]
 
     def eqn(self, eqn, args, origins):
@@ -162,10 +143,11 @@ class _Walker:
         if name in _jax_compat.GRIDLESS_KERNELS:
             self.calls.append(_gridless(eqn, len(self.calls)))
             return [(_UNKNOWN, None) for _ in eqn.outvars]
-        subs = list(_sub_jaxprs(eqn.params))
-        if name in _CALL_LIKE and len(subs) == 1 and len(subs[0][0].invars) == len(args):
-            vals, outs = self.walk(*subs[0], args, origins)
+        body = _jax_compat.call_body(eqn)
+        if body is not None and len(body[0].invars) == len(args):
+            vals, outs = self.walk(*body, args, origins)
             return list(zip(vals, outs, strict=True))
+        subs = list(_jax_compat.sub_jaxprs(eqn))
         for sub, consts in subs:
             self.walk(sub, consts, [_UNKNOWN] * len(sub.invars), [None] * len(sub.invars))
         origin = origins[0] if name in _TRANSPARENT else None
@@ -176,26 +158,9 @@ class _Walker:
         if not self.evaluate or subs or eqn.effects or any(a is _UNKNOWN for a in args):
             return unknown
         try:
-            out = eqn.primitive.bind(*args, **eqn.params)
+            return _jax_compat.bind(eqn, args)
         except Exception:  # a value we cannot compute stays unknown (its use is then skipped)
             return unknown
-        return list(out) if eqn.primitive.multiple_results else [out]
-
-
-def _sub_jaxprs(params: Mapping[str, Any]):
-    for value in params.values():
-        for v in value if isinstance(value, (tuple, list)) else (value,):
-            if isinstance(v, jex.core.ClosedJaxpr):
-                yield v.jaxpr, list(v.consts)
-            elif isinstance(v, jex.core.Jaxpr):
-                yield v, []
-
-
-def _call_name(eqn) -> str:
-    """The kernel function's name (the body jaxpr's), else the call's own name."""
-    bodies = [eqn.params.get("jaxpr"), *(j for j, _ in _sub_jaxprs(eqn.params))]
-    names = [getattr(getattr(b, "debug_info", None), "func_name", None) for b in bodies]
-    return next((n for n in names if n), None) or eqn.params.get("name") or eqn.primitive.name
 
 
 def _unanalysed(name: str, position: int, reason: str) -> PallasCall:
@@ -205,7 +170,7 @@ def _unanalysed(name: str, position: int, reason: str) -> PallasCall:
 
 
 def _gridless(eqn, position: int) -> PallasCall:
-    name = _call_name(eqn)
+    name = _jax_compat.call_name(eqn)
     return _unanalysed(name, position, (
         f"it is a pl.kernel/core_map kernel ({eqn.primitive.name}), which has no grid or BlockSpecs "
         "to check statically; its memory accesses are checked by the dynamic searches"))
@@ -215,14 +180,14 @@ def _pallas_call_or_skip(eqn, args, position: int) -> PallasCall:
     try:
         return _pallas_call(eqn, args, position)
     except Exception as exc:  # a structure this version does not understand: skip it, say why
-        return _unanalysed(_call_name(eqn), position,
+        return _unanalysed(_jax_compat.call_name(eqn), position,
                            f"its grid mapping could not be read ({type(exc).__name__}: {exc})")
 
 
 def _pallas_call(eqn, args, position: int) -> PallasCall:
-    gm = eqn.params["grid_mapping"]
-    name = _call_name(eqn)
-    operands = [_operand(bm, i, gm.num_inputs) for i, bm in enumerate(gm.block_mappings)]
+    gm = _jax_compat.grid_mapping(eqn)
+    name = _jax_compat.call_name(eqn)
+    operands = [_operand(bm, i, gm.num_inputs) for i, bm in enumerate(gm.blocks)]
     ins, outs = operands[: gm.num_inputs], operands[gm.num_inputs :]
     needs = any(_reads_prefetch(op.index_map.jaxpr, len(gm.grid)) for op in operands if op.windowed)
     n_dyn = gm.num_dynamic_grid_bounds
@@ -230,21 +195,21 @@ def _pallas_call(eqn, args, position: int) -> PallasCall:
     known = all(a is not _UNKNOWN for a in prefetch_args)
     prefetch = tuple(np.asarray(a) for a in prefetch_args) if known else None
     if not needs:
-        prefetch = tuple(np.zeros(a.shape, a.dtype) for a in gm.index_map_avals[len(gm.grid) :])
+        prefetch = tuple(np.zeros(a.shape, a.dtype) for a in gm.prefetch_avals)
     return PallasCall(
         name=name,
         position=position,
-        grid=tuple(gm.grid) if not n_dyn else (),
+        grid=gm.grid if not n_dyn else (),
         grid_names=gm.grid_names,
-        semantics=_semantics(eqn.params, gm),
+        semantics=_semantics(gm),
         inputs=tuple(ins),
         outputs=tuple(outs),
         prefetch=prefetch,
         needs_prefetch=needs,
         skip_reason=_call_skip_reason(name, n_dyn, prefetch),
-        mutated_inputs=_mutated_inputs(eqn, gm, ins),
-        aliased_outputs=tuple(sorted(o for _, o in eqn.params.get("input_output_aliases", ()))),
-        aliases=tuple(sorted((i - gm.num_index_operands, o) for i, o in eqn.params.get("input_output_aliases", ()))),
+        mutated_inputs=_mutated_inputs(gm, ins),
+        aliased_outputs=tuple(sorted(o for _, o in gm.aliases)),
+        aliases=tuple(sorted((i - gm.num_index_operands, o) for i, o in gm.aliases)),
     )
 
 
@@ -259,12 +224,12 @@ def _call_skip_reason(name: str, n_dyn: int, prefetch) -> str | None:
     return None
 
 
-def _operand(bm, i: int, num_inputs: int) -> BlockOperand:
+def _operand(bm: _jax_compat.BlockMapping, i: int, num_inputs: int) -> BlockOperand:
     is_output = i >= num_inputs
     index = i - num_inputs if is_output else i
-    space = str(getattr(bm.transformed_block_aval, "memory_space", "default"))
+    space = bm.memory_space
     sizes, windowed, element_dims, elements = [], space not in _UNWINDOWED_SPACES, [], []
-    for b in bm.block_shape:
+    for b in bm.block_dims:
         if isinstance(b, pl.Blocked):
             sizes.append(int(b.block_size))
             elements.append(None)
@@ -280,11 +245,11 @@ def _operand(bm, i: int, num_inputs: int) -> BlockOperand:
         name=f"{'output' if is_output else 'input'} {index}",
         index=index,
         is_output=is_output,
-        array_shape=tuple(int(d) for d in bm.array_aval.shape),
+        array_shape=bm.array_shape,
         block_shape=tuple(sizes),
         memory_space=space,
         windowed=windowed,
-        index_map=jex.core.ClosedJaxpr(bm.index_map_jaxpr, list(bm.index_map_jaxpr.consts)),
+        index_map=bm.index_map,
         element_dims=tuple(element_dims),
         element_window=() if _UNKNOWN in elements else tuple(elements),
     )
@@ -297,25 +262,21 @@ def _reads_prefetch(jaxpr, ngrid: int) -> bool:
     return bool(prefetch & used)
 
 
-def _semantics(params: Mapping[str, Any], gm) -> tuple[str, ...]:
-    cp = params.get("compiler_params")
-    if isinstance(cp, Mapping):
-        cp = next(iter(cp.values()), None)
-    given = list(getattr(cp, "dimension_semantics", None) or ())
+def _semantics(gm: _jax_compat.GridMapping) -> tuple[str, ...]:
+    given = list(gm.declared_semantics)
     out = []
     for d in range(len(gm.grid)):
         if d in gm.vmapped_dims:
             out.append("parallel")
         else:
-            item = given.pop(0) if given else "arbitrary"
-            value = str(getattr(item, "value", item))
+            value = given.pop(0) if given else "arbitrary"
             out.append("parallel" if "parallel" in value.lower() else "arbitrary")
     return tuple(out)
 
 
-def _mutated_inputs(eqn, gm, ins: list[BlockOperand]) -> tuple[int, ...]:
-    body = eqn.params["jaxpr"]
-    aliased = {i for i, _ in eqn.params.get("input_output_aliases", ())}
+def _mutated_inputs(gm: _jax_compat.GridMapping, ins: list[BlockOperand]) -> tuple[int, ...]:
+    body = gm.body
+    aliased = {i for i, _ in gm.aliases}
     refs = body.invars[gm.num_index_operands : gm.num_index_operands + gm.num_inputs]
     written = {refs[t] if isinstance(t, int) and t < len(refs) else t for t in _jax_compat.written_refs(body)}
     return tuple(

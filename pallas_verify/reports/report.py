@@ -6,17 +6,27 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from pallas_verify.findings import Finding
 
-__all__ = ["BackendResult", "Report", "cell_key", "jsonable", "write_atomic"]
+if TYPE_CHECKING:
+    from pallas_verify.spec import KernelSpec
+
+__all__ = ["BackendResult", "Report", "cell_key", "finding_dict", "finding_from_dict", "join_reasons", "jsonable",
+           "kernel_entry", "unrun_results", "write_atomic"]
 
 Status = Literal["pass", "fail", "unsupported", "skipped"]
+_LIST_SEPARATOR = ", "  # reason and node hold their lists as text, in JSON too
+
+
+def join_reasons(reasons: Iterable[str]) -> str:
+    """Reasons (or node names) as the text of a ``BackendResult`` field: sorted, unique."""
+    return _LIST_SEPARATOR.join(sorted(set(filter(None, reasons))))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -27,7 +37,8 @@ class BackendResult:
       kernel, backend: the cell's coordinates.
       status: pass, fail (with findings), unsupported (declared by the spec, with the
         reason) or skipped (backend not available here or not for this platform).
-      reason: why unsupported or skipped; the first finding's kind for fail.
+      reason: why unsupported or skipped; the kinds of its findings for fail (a list,
+        see ``reasons``).
       examples: examples Hypothesis generated and ran on this backend.
       shrink_steps: candidates run while shrinking a failure to its minimal example.
       seconds: wall time of the kernel's search.
@@ -50,6 +61,29 @@ class BackendResult:
         """``"5 examples + 12 shrink steps, 3.1 s"``: what the search spent."""
         shrink = f" + {self.shrink_steps} shrink steps" if self.shrink_steps else ""
         return f"{self.examples} examples{shrink}, {self.seconds:.1f} s"
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """The reasons ``reason`` lists (a failed cell: the kinds of its findings)."""
+        return tuple(r for r in self.reason.split(_LIST_SEPARATOR) if r)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """The executor nodes ``node`` lists."""
+        return tuple(n for n in self.node.split(_LIST_SEPARATOR) if n)
+
+    def failing(self, reasons: Iterable[str]) -> BackendResult:
+        """This cell failed, for ``reasons`` too."""
+        return dataclasses.replace(self, status="fail", reason=join_reasons([*self.reasons, *reasons]))
+
+    def combined(self, other: BackendResult) -> BackendResult:
+        """Two runs of this cell as one: failed if either failed, reasons and nodes united,
+        examples, shrink steps and seconds summed (``other``'s transform and kernel kept)."""
+        return dataclasses.replace(
+            other, status="fail" if "fail" in (self.status, other.status) else "pass",
+            reason=join_reasons([*self.reasons, *other.reasons]), node=join_reasons([*self.nodes, *other.nodes]),
+            examples=self.examples + other.examples, shrink_steps=self.shrink_steps + other.shrink_steps,
+            seconds=self.seconds + other.seconds)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -102,7 +136,7 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Report:
-        findings = [Finding(**{k: v for k, v in f.items() if k in _FINDING_FIELDS}) for f in data["findings"]]
+        findings = [finding_from_dict(f) for f in data["findings"]]
         results = []
         for kernel in data["kernels"]:
             for cell in kernel.get("results", {}).values():
@@ -115,6 +149,11 @@ class Report:
 
 
 _FINDING_FIELDS = {f.name for f in dataclasses.fields(Finding)}
+
+
+def kernel_entry(spec: KernelSpec) -> dict[str, Any]:
+    """A kernel's entry in ``Report.kernels``: its name, feature tags and platforms."""
+    return {"name": spec.name, "features": list(spec.features), "platforms": list(spec.platforms)}
 
 
 def cell_key(result: BackendResult) -> str:
@@ -133,6 +172,18 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
     data = {f.name: getattr(finding, f.name) for f in dataclasses.fields(finding)}
     data["elapsed_s"] = round(finding.elapsed_s, 3)
     return jsonable(data)
+
+
+def unrun_results(spec: KernelSpec, backend: str, status: Status, reason: str) -> list[BackendResult]:
+    """The cells of a kernel that does not run on ``backend`` (the bare kernel and each of its
+    transforms), each with ``status`` (skipped or unsupported) and ``reason``."""
+    return [BackendResult(kernel=spec.name, backend=backend, status=status, reason=reason, transform=t)
+            for t in (None, *spec.transforms)]
+
+
+def finding_from_dict(data: Mapping[str, Any]) -> Finding:
+    """The Finding a ``finding_dict`` describes (keys a Finding does not have are ignored)."""
+    return Finding(**{k: v for k, v in data.items() if k in _FINDING_FIELDS})
 
 
 def jsonable(value: Any) -> Any:

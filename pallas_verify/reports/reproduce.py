@@ -21,9 +21,11 @@ from pallas_verify.errors import PallasVerifyError
 from pallas_verify.findings import Finding
 from pallas_verify.reports.casefile import save_case
 
-__all__ = ["EXIT_CANNOT_RUN", "EXIT_FIXED", "EXIT_REPRODUCES", "CannotRun", "reproduce", "write_reproducer"]
+__all__ = ["EXIT_CANNOT_RUN", "EXIT_FIXED", "EXIT_REPRODUCES", "CannotRun", "file_stem", "reproduce", "write_reproducer"]
 
 EXIT_FIXED, EXIT_REPRODUCES, EXIT_CANNOT_RUN = 0, 1, 3
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")  # characters a file name may not carry
 
 
 class CannotRun(PallasVerifyError):
@@ -77,10 +79,14 @@ def _literal(config: Mapping[str, Any]) -> str | None:
     return text if same else None
 
 
+def file_stem(*parts: object) -> str:
+    """``parts`` joined by ``-`` as a file name that is safe everywhere: each character other
+    than letters, digits, ``_``, ``.`` and ``-`` becomes ``_``."""
+    return _UNSAFE.sub("_", "-".join(str(p) for p in parts))
+
+
 def _write_one(finding: Finding, example: Mapping[str, Any], spec_ref: str | None, out_dir: Path) -> str:
-    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{finding.kernel}-{finding.kind}-{finding.backend}")
-    if finding.transform:
-        stem += f"-{finding.transform}"
+    stem = file_stem(finding.kernel, finding.kind, finding.backend, *filter(None, [finding.transform]))
     out_dir.mkdir(parents=True, exist_ok=True)
     script, npz = out_dir / f"{stem}.py", out_dir / f"{stem}.npz"
     config_src = _literal(finding.config)

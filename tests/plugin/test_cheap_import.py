@@ -32,6 +32,7 @@ def test_a_pytest_run_without_kernel_specs_does_not_load_the_engine(tmp_path):
     ours = {m for m in loaded if m.startswith("pallas_verify")}
     assert "pallas_verify.plugin" in ours  # the plugin was active
     assert ours <= {"pallas_verify", "pallas_verify.plugin", "pallas_verify.testing", "pallas_verify._env",
+                    "pallas_verify.choices",
                     "pallas_verify.backends", "pallas_verify.backends.families"}, ours
     assert not {"jax", "numpy", "hypothesis"} & loaded
 

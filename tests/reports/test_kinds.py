@@ -11,7 +11,8 @@ import pytest
 from hypothesis import find
 
 from pallas_verify.findings import FINDING_KINDS
-from pallas_verify.reports.render import html_page, markdown
+from pallas_verify.reports.html import html_page
+from pallas_verify.reports.markdown import markdown
 from pallas_verify.reports.report import Report
 from pallas_verify.runner import Runner
 from reference_kernels.mutants import hazards

@@ -10,17 +10,13 @@ import numpy as np
 import pytest
 
 from pallas_verify.findings import Finding
-from pallas_verify.reports.render import (
-    blame_maps,
-    finding_text,
-    heatmap_svg,
-    html_page,
-    junit_xml,
-    markdown,
-    text_heatmap,
-    write_reports,
-)
+from pallas_verify.reports.heatmap import blame_maps, heatmap_svg, text_heatmap
+from pallas_verify.reports.html import html_page
+from pallas_verify.reports.junit import junit_xml
+from pallas_verify.reports.markdown import markdown
+from pallas_verify.reports.render import write_reports
 from pallas_verify.reports.report import BackendResult, Report
+from pallas_verify.reports.text import finding_text
 
 EVIL = "<script>document.title='pwned'</script>"
 BLOCKS = [[0.0, 0.5, 0.0], [0.0, 2.0, float("inf")]]

@@ -34,6 +34,7 @@ from typing import Any, TextIO
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.findings import Finding
 from pallas_verify.reports.report import BackendResult, Report, write_atomic
+from pallas_verify.reports.reproduce import file_stem
 
 __all__ = ["GENERATED", "NOT_SUPPORTED", "SmithOptions", "SmithRun", "conformance_rows", "smith"]
 
@@ -149,7 +150,7 @@ def _absorb(run: SmithRun, part: Report, out_dir: Path, interpreters: set[str]) 
         if sig in run.signatures:
             continue
         run.signatures.add(sig)
-        stem = f"smith-{f.kind}-{re.sub(r'[^A-Za-z0-9_.-]', '_', f.backend)}-{len(run.signatures)}"
+        stem = file_stem("smith", f.kind, f.backend, len(run.signatures))
         f = triage(write_smith_reproducer(f, out_dir / "repro", stem))
         run.report.findings.append(f)
         new.append(f)

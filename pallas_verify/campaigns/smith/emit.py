@@ -16,9 +16,11 @@ __all__ = [
     "HEADER",
     "exact_source",
     "expression_source",
+    "identity_source",
     "kernel_source",
     "leaf_names",
     "out_source",
+    "reduced_value",
     "uses",
 ]
 
@@ -82,6 +84,19 @@ def exact_source(value: str, step: int, bound: int) -> str:
 
 
 EXACT_SUM, EXACT_DOT = (64, 64), (8, 8)
+
+
+def identity_source(op: str, work: str) -> str:
+    """The identity of reduction ``op`` in ``work`` arithmetic, as a 0-d array."""
+    return f"jnp.asarray({_IDENTITY[(op, work)]}, jnp.{work})"
+
+
+def reduced_value(program: Program, expr_src: str, shape: Sequence[int]) -> str:
+    """The value a reduction program reduces: its expression in the work dtype, over
+    ``shape``, made exact (``exact_source``) for a float sum."""
+    op, _, work, _ = program["reduce"]
+    value = f"jnp.broadcast_to(lax.convert_element_type({expr_src}, jnp.{work}), {tuple(shape)})"
+    return exact_source(value, *EXACT_SUM) if op == "sum" and work == "float32" else value
 
 
 def out_source(value: str, dtype: str, shape: Sequence[int]) -> str:
@@ -168,21 +183,20 @@ def _reduce_body(program: Program) -> list[str]:
     op, axis, work, post = program["reduce"]
     block, (_, out_dtype, expr) = program["block"], program["outputs"][0]
     lines = [*_program_ids(program), "v0 = x0_ref[...]"]
-    rank = len(block)
-    used = uses(expr, "iota") | ({rank - 1} if program["skeleton"] == "accumulate" else set())
+    rank, mask = len(block), program.get("mask")
+    used = uses(expr, "iota") | ({axis} if program["skeleton"] == "accumulate" or mask is not None else set())
     lines += _iota_lines(program, used, block, [f"g{a} * {block[a]} + " for a in range(rank)])
-    value = f"jnp.broadcast_to(lax.convert_element_type({expression_source(expr, leaf_names(program, rank))}, jnp.{work}), {tuple(block)})"
-    if op == "sum" and work == "float32":
-        value = exact_source(value, *EXACT_SUM)
+    value = reduced_value(program, expression_source(expr, leaf_names(program, rank)), block)
     post_src = _UNARY[post] if post else "{}"
+    ident = identity_source(op, work)
     if program["skeleton"] == "reduce":
+        value = value if mask is None else f"jnp.where(i{axis} < {mask}, {value}, {ident})"
         reduced = f"{_REDUCE[op]}({value}, axis={axis}, keepdims=True)"
         return [*lines, f"o0_ref[...] = lax.convert_element_type({post_src.format(reduced)}, jnp.{out_dtype})"]
     acc = "acc_ref" if program["acc"] == "scratch" else "o0_ref"
-    ident = f"jnp.asarray({_IDENTITY[(op, work)]}, jnp.{work})"
     last, size = rank - 1, program["shape"][-1]
     lines += [f"@pl.when(g{last} == 0)", "def _init():", f"    {acc}[...] = jnp.full({acc}.shape, {ident})",
-              f"v = jnp.where(i{last} < {size}, {value}, {ident})",
+              f"v = jnp.where(i{last} < {size if mask is None else mask}, {value}, {ident})",
               f"{acc}[...] = {_COMBINE[op].format(f'{acc}[...]', f'{_REDUCE[op]}(v, axis=-1, keepdims=True)')}"]
     if acc == "acc_ref" or post:
         lines += [f"@pl.when(g{last} == {program['grid'][-1] - 1})", "def _finalize():",

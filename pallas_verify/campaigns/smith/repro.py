@@ -3,13 +3,13 @@ reference as source, the inputs in an ``.npz`` beside it, and the check that re-
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 from pallas_verify.campaigns.smith.source import program_source
 from pallas_verify.findings import Finding
+from pallas_verify.reports.reproduce import file_stem
 
 __all__ = ["write_smith_reproducer"]
 
@@ -57,7 +57,7 @@ def write_smith_reproducer(finding: Finding, out_dir: Path, stem: str) -> Findin
     head = (f'#!/usr/bin/env python\n"""pallas-verify smith reproducer: {finding.kind} on backend {finding.backend}.\n\n'
             f"{_docstring_safe(summary)}\n\nRun `python {script.name}`: exits 1 while the finding reproduces, 0 once "
             f'it is fixed.\nThe kernel and its reference are plain source below; the inputs are in {stem}.npz.\n"""\n')
-    tail = _TAIL.format(name=re.sub(r"[^A-Za-z0-9_.-]", "_", stem), backend=finding.backend, kind=finding.kind,
+    tail = _TAIL.format(name=file_stem(stem), backend=finding.backend, kind=finding.kind,
                         mode=dict(finding.mode))
     script.write_text(head + program_source(program) + tail)
     return _with_path(finding, script)

@@ -16,13 +16,14 @@ from pallas_verify.campaigns.smith.emit import (
     _REDUCE,
     _UNARY,
     EXACT_DOT,
-    EXACT_SUM,
     HEADER,
     exact_source,
     expression_source,
+    identity_source,
     kernel_source,
     leaf_names,
     out_source,
+    reduced_value,
     uses,
 )
 
@@ -55,6 +56,8 @@ def _reference_lines(program: Program) -> list[str]:
         return [f"return (jnp.dot({x}, {y}, preferred_element_type=jnp.float32).astype(jnp.{program['outputs'][0][1]}),)"]
     lines = [_view(k, tuple(s), role, program) for k, (s, _, role) in enumerate(program["inputs"])]
     used = set().union(*(uses(e, "iota") for _, _, e in program["outputs"]))
+    mask = program.get("mask")
+    used |= {program["reduce"][1]} if mask is not None else set()
     smem = program.get("smem", False)
     used |= {0} if smem else set()
     lines += [f"i{a} = lax.broadcasted_iota(jnp.int32, {shape}, {a})" for a in sorted(used)]
@@ -63,8 +66,8 @@ def _reference_lines(program: Program) -> list[str]:
     if skeleton in ("reduce", "accumulate"):
         op, axis, work, post = program["reduce"]
         _, out_dtype, expr = program["outputs"][0]
-        value = f"jnp.broadcast_to(lax.convert_element_type({expression_source(expr, names)}, jnp.{work}), {shape})"
-        value = exact_source(value, *EXACT_SUM) if op == "sum" and work == "float32" else value
+        value = reduced_value(program, expression_source(expr, names), shape)
+        value = value if mask is None else f"jnp.where(i{axis} < {mask}, {value}, {identity_source(op, work)})"
         reduced = f"{_REDUCE[op]}({value}, axis={axis}, keepdims=True)"
         reduced = _UNARY[post].format(reduced) if post else reduced
         return [*lines, f"return (lax.convert_element_type({reduced}, jnp.{out_dtype}),)"]

@@ -80,10 +80,12 @@ def _evaluate(jaxpr: Any, consts: list[Any], args: list[Any], rule: Rule) -> lis
 
 
 def _retraced(value: Any, rule: Rule) -> Any:
-    """Sub-jaxprs (loop bodies, ``pl.when`` branches) with the rule planted too."""
+    """Sub-jaxprs (``jit`` bodies such as ``jnp.where``'s, loop bodies, ``pl.when``
+    branches) with the rule planted too. JAX 0.12 has no ``ClosedJaxpr`` class: a closed
+    jaxpr is a ``core.Jaxpr`` carrying ``consts`` and ``in_avals``, recognised by those."""
     if isinstance(value, tuple):
         return tuple(_retraced(v, rule) for v in value)
-    if type(value).__name__ != "ClosedJaxpr":
+    if not all(hasattr(value, a) for a in ("jaxpr", "consts", "in_avals")):  # a closed jaxpr (JAX 0.12: core.Jaxpr)
         return value
     inner, consts = value.jaxpr, list(value.consts)
     return jax.make_jaxpr(lambda *xs: _evaluate(inner, consts, list(xs), rule))(*value.in_avals)

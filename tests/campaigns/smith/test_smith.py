@@ -54,6 +54,39 @@ def test_a_planted_interpreter_bug_is_found_and_shrunk(tmp_path: Path) -> None:
     assert program["reduce"][3] is None  # shrunk: no post-op
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("mutant", "skeletons"), [
+    ("iota_wrong_axis_rank3", ("map", "reduce", "accumulate")),
+    ("reduce_max_int32_identity", ("reduce", "accumulate")),
+    ("cast_f32_bf16_truncates", ("map", "loop")),
+    ("masked_select_ignores_other", ("reduce", "accumulate")),
+])
+def test_each_planted_bug_is_found_within_a_small_budget(mutant: str, skeletons: tuple[str, ...],
+                                                        tmp_path: Path) -> None:
+    """The generator draws what exposes each class of backend bug (a rank-3 iota, an int32
+    max over an all-negative or empty row, a bf16 rounding, a masked sum whose fill
+    matters) within a few dozen programs of the skeletons where that class lives."""
+    spec = generated_spec(skeletons=skeletons, max_grid_points=4)
+    with planted(mutant):
+        report = verify(spec, ["interpret"], 40, 0, isolate="never", static=False, out_dir=tmp_path,
+                        shrink_budget_s=5)
+    assert [f for f in report.findings if f.kind == "mismatch"], [f.message for f in report.findings]
+
+
+def test_planted_rules_reach_jit_bodies() -> None:
+    """``jnp.where`` is a ``jit`` whose body holds the ``select_n``: the planted rule must
+    be applied inside it, or the masked-select bug could never be observed."""
+    import jax
+    import jax.numpy as jnp
+
+    from ._mutants import MUTANTS, _evaluate
+
+    closed = jax.make_jaxpr(lambda i, v: jnp.where(i < 3, v, jnp.zeros_like(v)))(jnp.arange(8), jnp.ones(8))
+    (out,) = _evaluate(closed.jaxpr, list(closed.consts), [jnp.arange(8), jnp.ones(8)],
+                       MUTANTS["masked_select_ignores_other"])
+    assert np.asarray(out).tolist() == [1.0] * 8  # the correct rule gives three ones and five zeros
+
+
 def _finding(kind: str, backend: str, message: str, **evidence: object) -> Finding:
     return Finding(kind=kind, kernel="smith", backend=backend, message=message, config={"program": _IDENTITY},
                    evidence=evidence)

@@ -1,0 +1,30 @@
+"""The choices the front ends offer (CLI and pytest plugin), as plain data.
+
+Cheap to import (neither jax nor hypothesis), so option help can list the choices from
+the one table the engine uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["ISOLATE", "PROFILES", "describe"]
+
+#: Hypothesis settings profile -> (what it is for, its budget: settings keyword arguments).
+PROFILES: dict[str, tuple[str, dict[str, Any]]] = {
+    "dev": ("default: a fresh search each run", {"max_examples": 20}),
+    "ci": ("deterministic", {"max_examples": 10, "derandomize": True, "print_blob": True}),
+    "nightly": ("deep", {"max_examples": 200}),
+}
+
+#: Where cases run -> what it means.
+ISOLATE: dict[str, str] = {
+    "auto": "in worker processes whenever the spec can be loaded by reference (a module-level spec)",
+    "always": "always in worker processes (the spec must be loadable by reference)",
+    "never": "in this process, except for compilers that may abort",
+}
+
+
+def describe(table: dict[str, Any]) -> str:
+    """``name (what it is), ...`` for option help."""
+    return ", ".join(f"{name} ({value[0] if isinstance(value, tuple) else value})" for name, value in table.items())

@@ -1,0 +1,39 @@
+"""A report as JUnit XML: one testcase per kernel x backend cell."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from pallas_verify.reports.report import Report
+from pallas_verify.reports.text import cell_findings, finding_text
+
+__all__ = ["junit_xml"]
+
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml_text(text: str) -> str:
+    return _XML_BAD.sub("?", text)
+
+
+def junit_xml(report: Report, *, suite: str = "pallas-verify") -> str:
+    """One testcase per kernel x backend cell (classname = kernel, name = backend)."""
+    counts = {s: sum(r.status == s for r in report.results) for s in ("fail", "skipped", "unsupported")}
+    root = ET.Element("testsuites")
+    node = ET.SubElement(root, "testsuite", name=suite, tests=str(len(report.results)),
+                         failures=str(counts["fail"]), errors="0",
+                         skipped=str(counts["skipped"] + counts["unsupported"]), time=f"{report.seconds:.3f}")
+    for result in report.results:
+        name = result.backend + (f"+{result.transform}" if result.transform else "")
+        case = ET.SubElement(node, "testcase", classname=_xml_text(result.kernel), name=_xml_text(name),
+                             time=f"{result.seconds:.3f}")
+        if result.status == "fail":
+            found = cell_findings(report, result)
+            failure = ET.SubElement(case, "failure", message=_xml_text(result.reason),
+                                    type=found[0].kind if found else "finding")
+            failure.text = _xml_text("\n\n".join(finding_text(f) for f in found))
+        elif result.status in ("skipped", "unsupported"):
+            ET.SubElement(case, "skipped", message=_xml_text(f"{result.status}: {result.reason}"))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

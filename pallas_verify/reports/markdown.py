@@ -1,0 +1,32 @@
+"""A report as Markdown: summary, the kernel x backend matrix, each finding."""
+
+from __future__ import annotations
+
+from pallas_verify.reports.matrix import CELL_LABELS
+from pallas_verify.reports.report import Report
+from pallas_verify.reports.tables import matrix_rows, summary_pairs
+from pallas_verify.reports.text import finding_text
+
+__all__ = ["markdown"]
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(report: Report) -> str:
+    """Summary, the kernel x backend matrix, and each finding with its reproducer."""
+    out = ["# pallas-verify report", ""]
+    out += [f"- **{k}**: {_md_cell(v)}" for k, v in summary_pairs(report)] + [""]
+    backends, rows = matrix_rows(report)
+    if rows and backends:
+        out.append("| kernel | " + " | ".join(_md_cell(b) for b in backends) + " |")
+        out.append("|---" * (len(backends) + 1) + "|")
+        for kernel, cells in rows:
+            marks = [CELL_LABELS[c.status] if c else "" for c in cells]
+            out.append(f"| {_md_cell(kernel)} | " + " | ".join(marks) + " |")
+        out.append("")
+    for i, finding in enumerate(report.findings, 1):
+        out += [f"## {i}. `{finding.kind}` in `{_md_cell(finding.kernel)}` on `{finding.backend}`", "",
+                "```", finding_text(finding).replace("```", "'''"), "```", ""]
+    return "\n".join(out)

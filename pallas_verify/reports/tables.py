@@ -1,0 +1,39 @@
+"""A report as tables for Markdown and HTML: the summary, and the kernel x backend grid
+(each transform a column of its own)."""
+
+from __future__ import annotations
+
+from pallas_verify.reports.matrix import CELL_LABELS
+from pallas_verify.reports.report import BackendResult, Report
+
+__all__ = ["matrix_rows", "summary_pairs"]
+
+
+def _kernel_names(report: Report) -> list[str]:
+    names = [k["name"] for k in report.kernels]
+    return names + sorted({r.kernel for r in report.results} - set(names))
+
+
+def matrix_rows(report: Report) -> tuple[list[str], list[tuple[str, list[BackendResult | None]]]]:
+    """Column labels (each backend, then ``backend+transform`` for each transform run
+    there) and one row of cells per kernel."""
+    backends = list(dict.fromkeys([*report.backends, *(r.backend for r in report.results)]))
+    transforms = sorted({r.transform for r in report.results if r.transform})
+    present = {(r.backend, r.transform) for r in report.results}
+    columns = [(b, t) for b in backends for t in (None, *transforms) if t is None or (b, t) in present]
+    cells = {(r.kernel, r.backend, r.transform): r for r in report.results}
+    labels = [b if t is None else f"{b}+{t}" for b, t in columns]
+    return labels, [(k, [cells.get((k, b, t)) for b, t in columns]) for k in _kernel_names(report)]
+
+
+def summary_pairs(report: Report) -> list[tuple[str, str]]:
+    by_status = {s: sum(r.status == s for r in report.results) for s in CELL_LABELS}
+    return [
+        ("kernels", str(len(_kernel_names(report)))),
+        ("cells", ", ".join(f"{n} {s}" for s, n in by_status.items() if n) or "none"),
+        ("findings", str(len(report.findings))),
+        ("seed", str(report.seed)),
+        ("profile", report.profile),
+        ("seconds", f"{report.seconds:.1f}"),
+        ("interrupted", "yes" if report.interrupted else "no"),
+    ]
