@@ -1,5 +1,5 @@
-"""The oracles on crafted outcomes: each outcome becomes the findings of its kind, and a
-correct outcome none; metamorphic and divergence findings compare bits, not values."""
+"""The differential oracle on crafted outcomes: each outcome becomes the findings of its
+kind, and a correct outcome none."""
 
 from __future__ import annotations
 
@@ -7,29 +7,12 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import strategies as st
 
 import pallas_verify as pv
 from pallas_verify.case import Case, ErrorInfo, Outcome
-from pallas_verify.oracles.differential import (
-    bitwise_equal,
-    divergence_findings,
-    metamorphic_finding,
-    outcome_findings,
-)
+from pallas_verify.oracles.differential import outcome_findings
 from pallas_verify.reference import Truth
-
-X = np.arange(8, dtype=np.float32)
-PATHS = ["out"]
-
-
-def _copy_spec(**fields) -> pv.KernelSpec:
-    """Built in a function: a module-level KernelSpec would be collected as a test."""
-    return pv.KernelSpec(name="copy", kernel=lambda x: x, reference=lambda x: x, configs=st.just({}),
-                         inputs=lambda config: st.just((X,)), **fields)
-
-
-CASE = Case(spec=_copy_spec(), config={"n": 8}, inputs=(X,), backend="tpu_interpret", mode={"dma_execution_mode": "eager"})
+from tests.oracles._crafted import CASE, PATHS, X, copy_spec
 
 
 def findings(outcome: Outcome, *, expected=(X,), case: Case = CASE, executes: bool = True):
@@ -105,7 +88,7 @@ def test_outputs_are_not_judged_without_expected_outputs():
 def test_an_explicit_tolerance_decides_what_is_a_mismatch():
     near = (X + np.float32(1e-3),)
     assert kinds(findings(Outcome(outputs=near))) == ["mismatch"]
-    loose = dataclasses.replace(CASE, spec=_copy_spec(tolerance=pv.Tolerance(rtol=0.0, atol=1e-2)))
+    loose = dataclasses.replace(CASE, spec=copy_spec(tolerance=pv.Tolerance(rtol=0.0, atol=1e-2)))
     assert findings(Outcome(outputs=near), case=loose) == []
 
 
@@ -114,80 +97,3 @@ def test_the_ground_truth_judges_when_given():
     outcome = Outcome(outputs=(X + np.float32(0.5),))  # the kernel is exact
     assert kinds(findings(outcome)) == ["mismatch"]
     assert outcome_findings(CASE, outcome, (X,), PATHS, truth) == []
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32, np.uint8, np.float64])
-def test_bitwise_equal_compares_bits(dtype):
-    a = np.arange(6).astype(dtype)
-    b = a.copy()
-    b[3] = b[3] + 1
-    assert bitwise_equal(a, a.copy()).all()
-    assert list(bitwise_equal(a, b)) == [True, True, True, False, True, True]
-
-
-def test_bitwise_equal_sees_the_sign_of_zero_and_nan_payloads_and_rejects_other_shapes():
-    zero = np.array([0.0, np.nan], np.float32)
-    other = np.array([-0.0, np.nan], np.float32)
-    assert list(bitwise_equal(zero, other)) == [False, True]
-    payload = np.array([0x7FC00001], np.uint32).view(np.float32)
-    assert not bitwise_equal(np.array([np.nan], np.float32), payload).any()
-    assert not bitwise_equal(X, X.astype(np.float64)).any()  # same values, other dtype
-    assert not bitwise_equal(X, X.reshape(2, 4)).any()
-
-
-VARIANT = dataclasses.replace(CASE, mode={"dma_execution_mode": "on_wait"})
-
-
-def test_a_variant_that_reproduces_the_bits_is_no_finding():
-    base = Outcome(outputs=(X.copy(),))
-    assert metamorphic_finding(CASE, "dma_ordering", "dma_execution_mode", base, VARIANT, base, PATHS) is None
-
-
-def test_a_variant_with_other_bits_is_a_finding_naming_the_knob_and_the_first_difference():
-    changed = X.copy()
-    changed[5] = np.nextafter(changed[5], np.float32(100))  # one ULP: within any tolerance, not bitwise
-    f = metamorphic_finding(CASE, "dma_ordering", "dma_execution_mode", Outcome(outputs=(X,)), VARIANT,
-                            Outcome(outputs=(changed,)), PATHS)
-    assert f is not None and f.kind == "dma_ordering"
-    assert "dma_execution_mode changes from 'eager' to 'on_wait'" in f.message
-    assert f.evidence["outputs"] == ["out: 1/8 elements differ, first at (5,)"]
-    assert f.evidence["variant_mode"] == {"dma_execution_mode": "on_wait"}
-
-
-def test_a_variant_that_fails_where_the_base_ran_is_a_finding():
-    error = ErrorInfo(type="ValueError", message="semaphore wait never signalled")
-    f = metamorphic_finding(CASE, "dma_ordering", "dma_execution_mode", Outcome(outputs=(X,)), VARIANT,
-                            Outcome(error=error), PATHS)
-    assert f is not None
-    assert "the kernel fails: ValueError: semaphore wait never signalled" in f.message
-
-
-def test_a_variant_is_not_judged_when_the_base_failed_too():
-    error = Outcome(error=ErrorInfo(type="ValueError", message="boom"))
-    assert metamorphic_finding(CASE, "dma_ordering", "dma_execution_mode", error, VARIANT, error, PATHS) is None
-
-
-def _on(backend: str, spec: pv.KernelSpec | None = None) -> Case:
-    return dataclasses.replace(CASE, spec=spec or CASE.spec, backend=backend, mode={})
-
-
-def test_backends_that_differ_bitwise_diverge_against_the_later_one():
-    other = X.copy()
-    other[0] = np.nextafter(other[0], np.float32(1))
-    [f] = divergence_findings([_on("interpret"), _on("tpu_interpret")],
-                              [Outcome(outputs=(X,)), Outcome(outputs=(other,))], PATHS)
-    assert (f.kind, f.backend) == ("backend_divergence", "tpu_interpret")
-    assert f.evidence["other_backend"] == "interpret"
-    assert "differ bitwise between them:\nout: 1/8 elements differ, first at (0,)" in f.message
-
-
-def test_no_divergence_for_equal_bits_a_single_run_a_failed_run_or_an_unstable_spec():
-    other = X + 1
-    runs = [_on("interpret"), _on("tpu_interpret")]
-    assert divergence_findings(runs, [Outcome(outputs=(X,)), Outcome(outputs=(X.copy(),))], PATHS) == []
-    assert divergence_findings(runs[:1], [Outcome(outputs=(X,))], PATHS) == []
-    failed = Outcome(outputs=(other,), error=ErrorInfo(type="E", message="m"))
-    assert divergence_findings(runs, [Outcome(outputs=(X,)), failed], PATHS) == []
-    unstable = _copy_spec(bitwise_stable=False)
-    assert divergence_findings([_on("interpret", unstable), _on("tpu_interpret", unstable)],
-                               [Outcome(outputs=(X,)), Outcome(outputs=(other,))], PATHS) == []
