@@ -16,7 +16,7 @@ from pallas_verify.backends.execute import config_key
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution.caselimit import CaseLimit
-from pallas_verify.execution.isolation import Worker, shared_worker
+from pallas_verify.execution.isolation import Pending, Worker, shared_worker
 from pallas_verify.findings import Finding
 from pallas_verify.loader import spec_ref
 from pallas_verify.oracles import differential as oracles
@@ -96,18 +96,32 @@ class Runner:
 
     def run(self, case: Case) -> Outcome:
         """Run one case on its backend, in a worker process when isolation applies."""
+        return self.collect(self.submit(case))
+
+    def submit(self, case: Case) -> _Running:
+        """Start ``case`` in its worker process and return at once (when isolation applies;
+        otherwise it runs in ``collect``): the caller works meanwhile, then collects."""
         from pallas_verify.backends import registry
 
         backend = registry.get(case.backend)
         if not self._in_worker(backend):
-            return backend.run(case)
+            return _Running(case, backend)
         if self.spec_ref is None:
-            return Outcome(error=_no_ref_error(self.spec, backend))
+            return _Running(case, backend, outcome=Outcome(error=_no_ref_error(self.spec, backend)))
         if backend.isolate:  # compilers: a process per backend (Mosaic GPU fixes its target per process)
             worker = self._workers.setdefault(case.backend, Worker(timeout_s=self.timeout_s))
         else:  # interpreters: one long-lived process for every spec and backend
             worker = shared_worker("interpreters")
-        outcome = worker.run(self.spec_ref, case, timeout_s=self.timeout_s, idle_after_s=self.limit.idle_after())
+        return _Running(case, backend, worker, worker.submit_case(self.spec_ref, case))
+
+    def collect(self, running: _Running) -> Outcome:
+        """The Outcome of a submitted case."""
+        if running.outcome is not None:
+            return running.outcome
+        if running.worker is None or running.pending is None:
+            return running.backend.run(running.case)
+        outcome = running.worker.collect(running.pending, timeout_s=self.timeout_s,
+                                         idle_after_s=self.limit.idle_after())
         if outcome.timed_out:
             return dataclasses.replace(outcome, diagnostics=f"{outcome.diagnostics} ({self.limit.describe()})")
         self.limit.record(outcome.seconds, finished=outcome.crashed is None)
@@ -147,12 +161,14 @@ class Runner:
     ) -> list[Finding]:
         """Every finding of one example on one backend."""
         key = example_key(config, inputs) + (f"+{transform}" if transform else "")
+        case = Case(spec=self.spec, config=config, inputs=inputs, backend=backend.name, mode=mode, transform=transform)
+        running = self.submit(case)  # the worker runs the kernel while the reference is computed here
         try:
             expected, paths, truth = self.expected(config, inputs, key, transform)
         except Exception as exc:
+            self.collect(running)
             return [self._reference_failure(config, exc, transform)]
-        case = Case(spec=self.spec, config=config, inputs=inputs, backend=backend.name, mode=mode, transform=transform)
-        outcome = self.run(case)
+        outcome = self.collect(running)
         if outcome.error is not None and outcome.error.type == UNSUPPORTED:
             raise Unsupported(outcome.error.message)
         limitation = _jax_compat.upstream_limitation(outcome.error, backend=case.backend, transform=transform)
@@ -235,6 +251,18 @@ class Runner:
                        transform=transform,
                        message=f"the reference raised {type(exc).__name__}{under}: {exc}. The reference must accept "
                        "every config and input the spec draws; fix it or narrow spec.configs/inputs.")
+
+
+@dataclasses.dataclass
+class _Running:
+    """A case submitted to run: in a worker (``pending``), already decided (``outcome``),
+    or to run in-process when collected."""
+
+    case: Case
+    backend: Backend
+    worker: Worker | None = None
+    pending: Pending | None = None
+    outcome: Outcome | None = None
 
 
 def _no_ref_error(spec: KernelSpec, backend: Backend) -> Any:
