@@ -115,7 +115,7 @@ class _Search:
         if self.static is not None:
             self.static.check(config, base, self.examples)
         try:
-            findings = self.runner.check(config, inputs, self.backend, mode, transform=self.transform)
+            findings = self.runner.check(config, inputs, self.backend, mode, transform=self.transform, blame=False)
         except Unsupported as exc:
             self.unsupported = str(exc)
             return
@@ -251,6 +251,7 @@ def verify(
                                    search.shrink.stopped, runner, Path(out_dir))
                 report.findings.extend(findings)
                 report.results.append(_result(spec, backend, findings, search))
+            runner.forget_blame()  # the failing examples the searches did not report
             runner.release(backend.name)
         if grid is not None:  # the kernel's own findings: reported once, before the backends'
             report.findings[:0] = _finish(list(grid.found.values()), None, runner, Path(out_dir))
@@ -274,6 +275,7 @@ def _finish(found: list[tuple[Finding, dict[str, Any], float, int]], shrink_stop
 
     done = []
     for finding, example, seconds, examples in found:
+        finding = runner.blamed(finding)  # blame only what is reported, not every failing example
         evidence = {**finding.evidence, "examples_to_detect": examples}
         if shrink_stopped:
             evidence["shrink_stopped"] = shrink_stopped

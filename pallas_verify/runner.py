@@ -72,6 +72,8 @@ class Runner:
         self.reference_runs = 0  # examples whose reference was computed (not served from the cache)
         self.notes: set[str] = set()
         self._workers: dict[str, Worker] = {}
+        self._blame_now = True
+        self._unblamed: dict[int, tuple[Any, ...]] = {}
         self.limit = CaseLimit(ceiling=self.timeout_s)
 
     def __enter__(self) -> Runner:
@@ -158,8 +160,15 @@ class Runner:
         backend: Backend,
         mode: Mapping[str, Any],
         transform: str | None = None,
+        *,
+        blame: bool = True,
     ) -> list[Finding]:
-        """Every finding of one example on one backend."""
+        """Every finding of one example on one backend.
+
+        ``blame=False`` leaves the blame of the bad elements (a trace of the kernel) for
+        ``blamed``: a search blames only the findings it reports, not every failing example.
+        """
+        self._blame_now = blame
         key = example_key(config, inputs) + (f"+{transform}" if transform else "")
         case = Case(spec=self.spec, config=config, inputs=inputs, backend=backend.name, mode=mode, transform=transform)
         running = self.submit(case)  # the worker runs the kernel while the reference is computed here
@@ -241,6 +250,24 @@ class Runner:
 
     def _with_blame(self, finding: Finding, inputs: Sequence[np.ndarray], masks: Sequence[np.ndarray | None],
                     errors: Sequence[np.ndarray | None]) -> Finding:
+        if not self._blame_now:
+            self._unblamed[id(finding)] = (finding, inputs, masks, errors)  # holds the finding: its id stays its own
+            return finding
+        return self._blame(finding, inputs, masks, errors)
+
+    def blamed(self, finding: Finding) -> Finding:
+        """``finding`` with the blame ``check(blame=False)`` left for later (when it has one)."""
+        entry = self._unblamed.pop(id(finding), None)
+        if entry is None or entry[0] is not finding:
+            return finding
+        return self._blame(*entry)
+
+    def forget_blame(self) -> None:
+        """Drop the blame left for findings that were not reported (a search's shrink steps)."""
+        self._unblamed.clear()
+
+    def _blame(self, finding: Finding, inputs: Sequence[np.ndarray], masks: Sequence[np.ndarray | None],
+               errors: Sequence[np.ndarray | None]) -> Finding:
         from pallas_verify.oracles.static import blame_finding
 
         return blame_finding(finding, self.spec, inputs, masks, errors, spec_ref=self.spec_ref,

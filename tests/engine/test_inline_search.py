@@ -22,9 +22,9 @@ def _spy_checks(monkeypatch):
     calls = []
     check = Runner.check
 
-    def spied(self, config, inputs, backend, mode, transform=None):
+    def spied(self, config, inputs, backend, mode, transform=None, **kw):
         calls.append((backend.name, transform, repr(config), tuple(x.shape for x in inputs)))
-        return check(self, config, inputs, backend, mode, transform=transform)
+        return check(self, config, inputs, backend, mode, transform=transform, **kw)
 
     monkeypatch.setattr(Runner, "check", spied)
     return calls
@@ -78,6 +78,23 @@ def test_static_false_traces_nothing(tmp_path, monkeypatch):
     report = verify(grid_mutants.acc_across_parallel_spec, ["interpret"], max_examples=2, profile="ci", isolate="never",
                     out_dir=tmp_path, static=False)
     assert all(f.backend != "static" for f in report.findings)
+
+
+def test_only_reported_findings_are_blamed(tmp_path, monkeypatch):
+    blamed = []
+    blame_finding = static_oracle.blame_finding
+
+    def counted(finding, *args, **kw):
+        blamed.append(finding.kind)
+        return blame_finding(finding, *args, **kw)
+
+    monkeypatch.setattr(static_oracle, "blame_finding", counted)
+    calls = _spy_checks(monkeypatch)
+    report = verify(load_spec(f"{SPECS}::off_by_one"), ["interpret"], max_examples=5, profile="ci", isolate="never",
+                    out_dir=tmp_path, static=False, shrink_budget_s=20)
+    [finding] = report.findings
+    assert finding.kind == "mismatch" and "blame" in finding.evidence
+    assert len(calls) > 2 and blamed == ["mismatch"]  # shrinking failed many examples; one was reported
 
 
 def test_check_sends_the_case_before_computing_the_reference(monkeypatch):
