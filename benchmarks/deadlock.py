@@ -2,9 +2,9 @@
 
 Every mutant that declares ``deadlock`` runs through ``verify`` with the default per-case
 limit (``timeout_s=120``, as a user runs it), shrinking off, in a fresh interpreter worker:
-once on TPU interpret mode alone without the static search (``seconds`` is then the time
-from the start of its search) and once on interpret then TPU interpret after the static
-search (the time from the start of a ``ci`` run of the kernel). The target is 20 s from the start of the search on a 2-core machine.
+once on TPU interpret mode alone without the static check (``seconds`` is then the time
+from the start of its search) and once on interpret then TPU interpret with the static
+check (the time from the start of a ``ci`` run of the kernel). The target is 20 s from the start of the search on a 2-core machine.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ __all__ = ["deadlock"]
 
 TIMEOUT_S = 120.0
 TARGET_S = 20.0
-#: label -> (backends, static search first)
+#: label -> (backends, static check on)
 RUNS = {"tpu_interpret_alone": (["tpu_interpret"], False), "ci_backends": (["interpret", "tpu_interpret"], True)}
 
 

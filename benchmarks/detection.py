@@ -150,8 +150,8 @@ def _shares(ablation: dict[str, float | None], components: dict[str, float]) -> 
     """Parts of pallas-verify's seconds-to-detect (median over mutants, as shares of it)."""
     full, no_static, alone = ablation["full"] or 0.0, ablation["no_static"], ablation["finding_backend_only"]
     if not full or no_static is None or alone is None:  # not ablated
-        return dict.fromkeys(("static_search", "earlier_backend_search", "finding_backend", *components))
-    shares = {"static_search": max(full - no_static, 0.0) / full,
+        return dict.fromkeys(("static_check", "earlier_backend_search", "finding_backend", *components))
+    shares = {"static_check": max(full - no_static, 0.0) / full,
               "earlier_backend_search": max(no_static - alone, 0.0) / full,
               "finding_backend": alone / full}
     return {**shares, **{k: v / full for k, v in components.items()}}
@@ -159,7 +159,7 @@ def _shares(ablation: dict[str, float | None], components: dict[str, float]) -> 
 
 def _ablation(mutant: Any, pv: dict[str, Any], settings: Settings, out_dir: str) -> dict[str, float | None]:
     """Seconds-to-detect in-process (caches cleared before each run): the whole pipeline,
-    without the static search, and on the finding backend alone. The differences say what
+    without the static check (inline in each example), and on the finding backend alone. The differences say what
     the earlier, cheaper stages cost before the finding one ran. A hang (``timeout``) can
     only be measured in a worker, and a static finding has no earlier stage: neither is
     ablated."""

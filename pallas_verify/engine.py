@@ -1,15 +1,20 @@
 """The Hypothesis loop: draw a config, inputs and a mode; run; check; shrink; report.
 
-``verify`` runs one search per backend, after a cheap static search of the grid:
+``verify`` runs, per backend (cheapest first), one search of the bare kernel and one per
+transform in ``spec.transforms``:
 
-1. ``static``: draws configs and inputs and checks every ``pallas_call``'s grid without
-   running anything (races across "parallel" axes, unwritten output blocks, revisits).
-2. One search per backend, cheapest first. Each example runs the reference (cached per
-   example, so every backend's search reuses it: Hypothesis draws the same configs and
-   inputs first in each), the backend, and its oracles.
-3. After a backend's bare search, one search per transform in ``spec.transforms`` on the
-   same backend with the same modes: the example draws config, inputs, the transform's
-   own draws (a batch, a cotangent; see transforms.py), then the mode.
+1. Each example first checks every ``pallas_call``'s grid without running anything
+   (races across "parallel" axes, unwritten output blocks, revisits): the static check,
+   traced once per config and input shapes and shared by every search. Its findings are
+   the kernel's, reported once with backend "static" (one per kind, on the smallest
+   example that showed it), and they fail every cell.
+2. Then it sends the case to the backend (in its worker process) and computes the
+   reference meanwhile (cached per example, so every backend's search reuses it:
+   Hypothesis draws the same configs and inputs first in each), then runs the oracles.
+3. A transform's search draws config, inputs, the transform's own draws (a batch, a
+   cotangent; see transforms.py), then the mode. A backend's searches take turns: each
+   runs its first ``_ROUNDS`` examples before any runs the rest of its budget, so a bug
+   only a transform shows is not found after the whole bare search.
 
 A search per backend, rather than one over all backends, keeps each backend's verdict
 honest: a backend that fails on every example would otherwise stop the search before the
@@ -34,6 +39,7 @@ from pallas_verify.backends.base import Backend
 from pallas_verify.backends.execute import config_key
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.findings import Finding
+from pallas_verify.oracles.static import StaticLedger
 from pallas_verify.profiles import profile_settings
 from pallas_verify.reports.report import (
     BackendResult,
@@ -72,18 +78,22 @@ class _BadSpec(Exception):
 
 @dataclasses.dataclass
 class _Search:
-    """State of one search: one backend (or the static check) for one spec."""
+    """State of one search: one backend (and transform) for one spec, across its rounds."""
 
     spec: KernelSpec
-    backend: Backend | None
+    backend: Backend
     runner: Runner
     shrink_budget_s: float
-    started: float = dataclasses.field(default_factory=time.perf_counter)
+    static: StaticLedger | None = None
     examples: int = 0
     kernel_started: float = dataclasses.field(default_factory=time.perf_counter)
     first_seen: dict[str, tuple[float, int]] = dataclasses.field(default_factory=dict)
     first_failure: float | None = None
     seen: dict[str, _Found] = dataclasses.field(default_factory=dict)
+    passed: set[str] = dataclasses.field(default_factory=set)  # examples run in an earlier round
+    seconds: float = 0.0
+    done: bool = False
+    found: list[tuple[Finding, dict[str, Any]]] = dataclasses.field(default_factory=list)
     unsupported: str | None = None
     transform: str | None = None
     max_examples: int = 0
@@ -92,27 +102,33 @@ class _Search:
 
     def example(self, data: st.DataObject) -> None:
         config = _draw(data, self.spec.configs, "configs", dict)
-        inputs = tuple(np.asarray(x) for x in _draw(data, self.spec.inputs(config), "inputs", tuple))
+        base = inputs = tuple(np.asarray(x) for x in _draw(data, self.spec.inputs(config), "inputs", tuple))
         if self.transform is not None:
             inputs = self._extend(data, config, inputs)
-        mode = data.draw(self.backend.modes(), label="mode") if self.backend else {}
+        mode = data.draw(self.backend.modes(), label="mode")
         key = example_key(config, inputs) + repr(mode)
         if key in self.seen:  # Hypothesis replays the minimal example: no need to rerun it
             raise self.seen[key]
-        if self._shrink_over_budget() or self.unsupported or self.shrink.stopped:
+        if key in self.passed or self._shrink_over_budget() or self.unsupported or self.shrink.stopped:
             return  # stop shrinking (or searching): every new candidate is uninteresting
         generating = self._generating()
+        if generating and self.examples >= self.max_examples:
+            return  # the budget is spent (a later round replays and extends an earlier one)
         if generating:
             self.examples += 1
         else:
             self.shrink_steps += 1
+        if self.static is not None:
+            self.static.check(config, base, self.examples)
         try:
-            findings = self._findings(config, inputs, mode)
+            findings = self.runner.check(config, inputs, self.backend, mode, transform=self.transform, blame=False)
         except Unsupported as exc:
             self.unsupported = str(exc)
             return
         if not generating:
             self.shrink.step(config, findings)
+        if not findings:
+            self.passed.add(key)
         if findings:
             now = time.perf_counter() - self.kernel_started
             self.first_failure = self.first_failure or time.perf_counter()
@@ -131,11 +147,6 @@ class _Search:
             return transforms.extend(self.transform, data, spec=self.spec, config=config, inputs=inputs, more=more)
         except InvalidSpec as exc:
             raise _BadSpec(str(exc)) from None
-
-    def _findings(self, config: dict[str, Any], inputs: tuple[np.ndarray, ...], mode: Any) -> list[Finding]:
-        if self.backend is None:
-            return self.runner.static_findings(config, inputs)
-        return self.runner.check(config, inputs, self.backend, mode, transform=self.transform)
 
     def _generating(self) -> bool:
         """Whether Hypothesis is still generating examples rather than shrinking a failure.
@@ -160,6 +171,8 @@ _GENERATE_AFTER_FAILURE_S = 10.0
 _SAME_FAILURE_PATIENCE = 8
 # ... and after this many steps without a new failing candidate.
 _STALL_PATIENCE = 100
+# Example caps of the rounds before each search's last one (which runs to its budget).
+_ROUNDS = (1,)
 _INPUT_BLIND = frozenset({"exception", "compile_error", "crash", "timeout"})
 
 
@@ -231,17 +244,23 @@ def verify(
     runnable = _plan(spec, chosen, report)
     options = {"profile": profile, "max_examples": max_examples, "seed": seed, "database": database}
     with Runner(spec, timeout_s=timeout_s, isolate=isolate) as runner:
-        searches = ([None] if static and runnable else []) + runnable
-        for backend in searches:
-            for transform in (None, *spec.transforms) if backend is not None else (None,):
-                search = _Search(spec, backend, runner, shrink_budget_s, transform=transform, kernel_started=started)
-                findings = _run_search(search, **options)
-                findings = _finish(findings, search, runner, Path(out_dir))
+        grid = StaticLedger(runner.static_findings, runner.static_notes, started) if static else None
+        for backend in runnable:
+            searches = [_Search(spec, backend, runner, shrink_budget_s, static=grid, transform=t, kernel_started=started)
+                        for t in (None, *spec.transforms)]
+            for cap in (*_ROUNDS, None):  # the searches take turns: see the module docstring
+                for search in (s for s in searches if not s.done):
+                    search.found = _run_search(search, cap=cap, **options)
+                    search.done = cap is None or bool(search.found) or search.unsupported is not None
+            for search in searches:
+                findings = _finish([(f, ex, *search.first_seen.get(f.kind, (0.0, 0))) for f, ex in search.found],
+                                   search.shrink.stopped, runner, Path(out_dir))
                 report.findings.extend(findings)
-                if backend is not None:
-                    report.results.append(_result(spec, backend, findings, search))
-            if backend is not None:
-                runner.release(backend.name)
+                report.results.append(_result(spec, backend, findings, search))
+            runner.forget_blame()  # the failing examples the searches did not report
+            runner.release(backend.name)
+        if grid is not None:  # the kernel's own findings: reported once, before the backends'
+            report.findings[:0] = _finish(list(grid.found.values()), None, runner, Path(out_dir))
         if runner.notes:  # e.g. no float64 ground truth: said once per spec, not a finding
             report.kernels[-1]["notes"] = sorted(runner.notes)
         if runner.static_notes:  # parts of the static check that did not run, and why
@@ -255,15 +274,17 @@ def verify(
     return report
 
 
-def _finish(findings: list[tuple[Finding, dict[str, Any]]], search: _Search, runner: Runner, out_dir: Path) -> list[Finding]:
+def _finish(found: list[tuple[Finding, dict[str, Any], float, int]], shrink_stopped: str | None, runner: Runner,
+            out_dir: Path) -> list[Finding]:
+    """Findings with their (example, seconds and examples to detect), timed and with a reproducer."""
     from pallas_verify.reports.reproduce import write_reproducer
 
     done = []
-    for finding, example in findings:
-        seconds, examples = search.first_seen.get(finding.kind, (0.0, 0))
+    for finding, example, seconds, examples in found:
+        finding = runner.blamed(finding)  # blame only what is reported, not every failing example
         evidence = {**finding.evidence, "examples_to_detect": examples}
-        if search.shrink.stopped:
-            evidence["shrink_stopped"] = search.shrink.stopped
+        if shrink_stopped:
+            evidence["shrink_stopped"] = shrink_stopped
         finding = dataclasses.replace(finding, elapsed_s=seconds, evidence=evidence)
         done.append(write_reproducer(finding, example, runner.spec_ref, out_dir))
     return done
@@ -282,7 +303,18 @@ def _plan(spec: KernelSpec, chosen: list[Backend], report: Report) -> list[Backe
 
 
 def _run_search(
-    search: _Search, *, profile: str, max_examples: int | None, seed: int | None, database: Any
+    search: _Search, *, cap: int | None, profile: str, max_examples: int | None, seed: int | None, database: Any
+) -> list[tuple[Finding, dict[str, Any]]]:
+    """One round of ``search``: up to ``cap`` examples (None: its whole budget)."""
+    started = time.perf_counter()
+    try:
+        return _run_round(search, cap=cap, profile=profile, max_examples=max_examples, seed=seed, database=database)
+    finally:
+        search.seconds += time.perf_counter() - started
+
+
+def _run_round(
+    search: _Search, *, cap: int | None, profile: str, max_examples: int | None, seed: int | None, database: Any
 ) -> list[tuple[Finding, dict[str, Any]]]:
     overrides: dict[str, Any] = {"database": database} if database is not None else {}
     if max_examples is not None:
@@ -292,14 +324,15 @@ def _run_search(
 
     settings = hypothesis.settings(profile_settings(profile), **overrides)
     search.max_examples = settings.max_examples
+    if cap is not None and cap < settings.max_examples:
+        settings = hypothesis.settings(settings, max_examples=cap)
 
     @settings
     @hypothesis.given(st.data())
     def run(data: st.DataObject) -> None:
         search.example(data)
 
-    where = search.backend.name if search.backend else "static"
-    where += f"+{search.transform}" if search.transform else ""
+    where = search.backend.name + (f"+{search.transform}" if search.transform else "")
     run._hypothesis_internal_add_digest = f"{search.spec.name}|{where}".encode()  # type: ignore[attr-defined]
     if seed is not None:
         run = hypothesis.seed(seed)(run)
@@ -339,9 +372,8 @@ def _merge(found: list[_Found]) -> list[tuple[Finding, dict[str, Any]]]:
 
 
 def _result(spec: KernelSpec, backend: Backend, findings: list[Finding], search: _Search) -> BackendResult:
-    seconds = time.perf_counter() - search.started
     cell = {"kernel": spec.name, "backend": backend.name, "transform": search.transform,
-            "examples": search.examples, "shrink_steps": search.shrink_steps, "seconds": seconds}
+            "examples": search.examples, "shrink_steps": search.shrink_steps, "seconds": search.seconds}
     if search.unsupported:
         return BackendResult(**cell, status="unsupported", reason=search.unsupported)
     if findings:

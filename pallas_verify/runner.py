@@ -16,7 +16,7 @@ from pallas_verify.backends.execute import config_key
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution.caselimit import CaseLimit
-from pallas_verify.execution.isolation import Worker, shared_worker
+from pallas_verify.execution.isolation import Pending, Worker, shared_worker
 from pallas_verify.findings import Finding
 from pallas_verify.loader import spec_ref
 from pallas_verify.oracles.base import bitwise_equal
@@ -75,6 +75,8 @@ class Runner:
         self.reference_runs = 0  # examples whose reference was computed (not served from the cache)
         self.notes: set[str] = set()
         self._workers: dict[str, Worker] = {}
+        self._blame_now = True
+        self._unblamed: dict[int, tuple[Any, ...]] = {}
         self.limit = CaseLimit(ceiling=self.timeout_s)
 
     def __enter__(self) -> Runner:
@@ -99,18 +101,32 @@ class Runner:
 
     def run(self, case: Case) -> Outcome:
         """Run one case on its backend, in a worker process when isolation applies."""
+        return self.collect(self.submit(case))
+
+    def submit(self, case: Case) -> _Running:
+        """Start ``case`` in its worker process and return at once (when isolation applies;
+        otherwise it runs in ``collect``): the caller works meanwhile, then collects."""
         from pallas_verify.backends import registry
 
         backend = registry.get(case.backend)
         if not self._in_worker(backend):
-            return backend.run(case)
+            return _Running(case, backend)
         if self.spec_ref is None:
-            return Outcome(error=_no_ref_error(self.spec, backend))
+            return _Running(case, backend, outcome=Outcome(error=_no_ref_error(self.spec, backend)))
         if backend.isolate:  # compilers: a process per backend (Mosaic GPU fixes its target per process)
             worker = self._workers.setdefault(case.backend, Worker(timeout_s=self.timeout_s))
         else:  # interpreters: one long-lived process for every spec and backend
             worker = shared_worker("interpreters")
-        outcome = worker.run(self.spec_ref, case, timeout_s=self.timeout_s, idle_after_s=self.limit.idle_after())
+        return _Running(case, backend, worker, worker.submit_case(self.spec_ref, case))
+
+    def collect(self, running: _Running) -> Outcome:
+        """The Outcome of a submitted case."""
+        if running.outcome is not None:
+            return running.outcome
+        if running.worker is None or running.pending is None:
+            return running.backend.run(running.case)
+        outcome = running.worker.collect(running.pending, timeout_s=self.timeout_s,
+                                         idle_after_s=self.limit.idle_after())
         if outcome.timed_out:
             return dataclasses.replace(outcome, diagnostics=f"{outcome.diagnostics} ({self.limit.describe()})")
         self.limit.record(outcome.seconds, finished=outcome.crashed is None)
@@ -147,15 +163,25 @@ class Runner:
         backend: Backend,
         mode: Mapping[str, Any],
         transform: str | None = None,
+        *,
+        blame: bool = True,
     ) -> list[Finding]:
-        """Every finding of one example on one backend."""
+        """Every finding of one example on one backend.
+
+        ``blame=False`` leaves the blame of the bad elements (a trace of the kernel) for
+        ``blamed``: a search blames only the findings it reports, not every failing example.
+        """
+        self._blame_now = blame
         key = example_key(config, inputs) + (f"+{transform}" if transform else "")
+        case = Case(spec=self.spec, config=config, inputs=inputs, backend=backend.name, mode=mode, transform=transform)
+        running = self.submit(case)  # the worker runs the kernel while the reference is computed here
         try:
             expected, paths, truth = self.expected(config, inputs, key, transform)
         except Exception as exc:
+            if running.pending is not None:  # the worker answers every request: take its answer off the pipe
+                self.collect(running)
             return [self._reference_failure(config, exc, transform)]
-        case = Case(spec=self.spec, config=config, inputs=inputs, backend=backend.name, mode=mode, transform=transform)
-        outcome = self.run(case)
+        outcome = self.collect(running)
         if outcome.error is not None and outcome.error.type == UNSUPPORTED:
             raise Unsupported(outcome.error.message)
         limitation = _jax_compat.upstream_limitation(outcome.error, backend=case.backend, transform=transform)
@@ -227,6 +253,24 @@ class Runner:
 
     def _with_blame(self, finding: Finding, inputs: Sequence[np.ndarray], masks: Sequence[np.ndarray | None],
                     errors: Sequence[np.ndarray | None]) -> Finding:
+        if not self._blame_now:
+            self._unblamed[id(finding)] = (finding, inputs, masks, errors)  # holds the finding: its id stays its own
+            return finding
+        return self._blame(finding, inputs, masks, errors)
+
+    def blamed(self, finding: Finding) -> Finding:
+        """``finding`` with the blame ``check(blame=False)`` left for later (when it has one)."""
+        entry = self._unblamed.pop(id(finding), None)
+        if entry is None or entry[0] is not finding:
+            return finding
+        return self._blame(*entry)
+
+    def forget_blame(self) -> None:
+        """Drop the blame left for findings that were not reported (a search's shrink steps)."""
+        self._unblamed.clear()
+
+    def _blame(self, finding: Finding, inputs: Sequence[np.ndarray], masks: Sequence[np.ndarray | None],
+               errors: Sequence[np.ndarray | None]) -> Finding:
         from pallas_verify.oracles.static import blame_finding
 
         return blame_finding(finding, self.spec, inputs, masks, errors, spec_ref=self.spec_ref,
@@ -238,6 +282,18 @@ class Runner:
                        transform=transform,
                        message=f"the reference raised {type(exc).__name__}{under}: {exc}. The reference must accept "
                        "every config and input the spec draws; fix it or narrow spec.configs/inputs.")
+
+
+@dataclasses.dataclass
+class _Running:
+    """A case submitted to run: in a worker (``pending``), already decided (``outcome``),
+    or to run in-process when collected."""
+
+    case: Case
+    backend: Backend
+    worker: Worker | None = None
+    pending: Pending | None = None
+    outcome: Outcome | None = None
 
 
 def _no_ref_error(spec: KernelSpec, backend: Backend) -> Any:

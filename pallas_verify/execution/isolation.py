@@ -23,7 +23,7 @@ from typing import Any
 from pallas_verify.case import Case, Outcome
 from pallas_verify.execution.caselimit import IDLE_S, SAMPLE_S, CpuMeter
 
-__all__ = ["Worker", "shared_worker", "worker_env"]
+__all__ = ["Pending", "Worker", "shared_worker", "worker_env"]
 
 
 def worker_env() -> dict[str, str]:
@@ -32,6 +32,19 @@ def worker_env() -> dict[str, str]:
     paths = [p for p in sys.path if p and os.path.isdir(p)]
     env["PYTHONPATH"] = os.pathsep.join(paths)
     return env
+
+
+def _case_request(spec_ref: str, case: Case) -> dict[str, Any]:
+    return {"spec": spec_ref, "backend": case.backend, "config": dict(case.config), "inputs": case.inputs,
+            "mode": dict(case.mode), "transform": case.transform}
+
+
+@dataclasses.dataclass
+class Pending:
+    """A request sent to a worker whose answer is not collected yet."""
+
+    started: float
+    failed: bool = False  # the worker was gone before the request reached it
 
 
 @dataclasses.dataclass
@@ -67,30 +80,45 @@ class Worker:
         The case is stopped at ``timeout_s``, or earlier when, past ``idle_after_s``, the
         worker uses no CPU (a hang, not a slow computation; see caselimit.py).
         """
-        request = {
-            "spec": spec_ref,
-            "backend": case.backend,
-            "config": dict(case.config),
-            "inputs": case.inputs,
-            "mode": dict(case.mode),
-            "transform": case.transform,
-        }
-        return self.call(request, timeout_s=timeout_s, idle_after_s=idle_after_s)
+        return self.call(_case_request(spec_ref, case), timeout_s=timeout_s, idle_after_s=idle_after_s)
+
+    def submit_case(self, spec_ref: str, case: Case) -> Pending:
+        """Start running ``case`` (see ``run``) without waiting; ``collect`` the Outcome."""
+        return self.submit(_case_request(spec_ref, case))
 
     def call(self, request: dict[str, Any], *, timeout_s: float | None = None,
              idle_after_s: float | None = None) -> Any:
         """Send one request (a case to run, or a ``task`` such as the static check) and
         return the worker's answer, or an Outcome saying it timed out or crashed."""
+        pending = self.submit(request)
+        return self.collect(pending, timeout_s=timeout_s, idle_after_s=idle_after_s)
+
+    def submit(self, request: dict[str, Any]) -> Pending:
+        """Send one request without waiting for the answer; ``collect`` it before the
+        next ``submit`` (the worker answers one request at a time)."""
         if self._proc is None or self._proc.poll() is not None:
             self._start()
         assert self._conn is not None
         # A long-lived worker must see import paths added since it started (pytest's
         # rootdir, a spec file's folder), or "module:NAME" references would not load.
         request = {**request, "sys_path": [p for p in sys.path if p]}
-        start = time.perf_counter()
-        limit = self.timeout_s if timeout_s is None else timeout_s
+        pending = Pending(started=time.perf_counter())
         try:
             self._conn.send(request)
+        except (EOFError, OSError, BrokenPipeError):
+            pending.failed = True
+        return pending
+
+    def collect(self, pending: Pending, *, timeout_s: float | None = None,
+                idle_after_s: float | None = None) -> Any:
+        """The answer to a submitted request, or an Outcome saying it timed out or crashed;
+        the time limit counts from the submission."""
+        start = pending.started
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        try:
+            if pending.failed:
+                raise BrokenPipeError
+            assert self._conn is not None
             idle = self._await(start, limit, limit if idle_after_s is None else min(limit, idle_after_s))
             if idle is None:
                 return self._conn.recv()

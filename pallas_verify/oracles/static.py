@@ -11,7 +11,8 @@ findings come from tracing in-process, where only exceptions can be caught.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from pallas_verify.execution.isolation import Worker
 from pallas_verify.findings import Finding
 from pallas_verify.spec import KernelSpec
 
-__all__ = ["StaticResult", "blame_finding", "serve_task", "static_check"]
+__all__ = ["StaticLedger", "StaticResult", "blame_finding", "serve_task", "static_check"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -126,3 +127,40 @@ def blame_finding(finding: Finding, spec: KernelSpec, inputs: Sequence[np.ndarra
         "messages": lines, "output": first.output, "block_shape": first.block_shape,
         "block_errors": first.block_max_error, "block_bad_count": first.block_bad_count}}
     return dataclasses.replace(finding, message=finding.message + "\n" + "\n".join(lines), evidence=evidence)
+
+
+@dataclasses.dataclass
+class StaticLedger:
+    """The static check of a search's examples, run inline (before each example runs) on
+    its config and untransformed inputs: one finding per kind, kept with the smallest
+    example that showed it, and the seconds and examples it took to see it first.
+
+    ``findings_of`` is the check itself (cached per config and input shapes by its owner);
+    after a trace that hung or aborted, the rest are skipped (each would hang again), and
+    ``notes`` says so.
+    """
+
+    findings_of: Callable[[Mapping[str, Any], tuple[np.ndarray, ...]], list[Finding]]
+    notes: list[str]
+    started: float
+    found: dict[str, tuple[Finding, dict[str, Any], float, int]] = dataclasses.field(default_factory=dict)
+    stopped: bool = False
+
+    def check(self, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...], examples: int) -> None:
+        if self.stopped:
+            return
+        for finding in self.findings_of(config, inputs):
+            example = {"config": dict(config), "inputs": inputs, "mode": {}}
+            first = self.found.get(finding.kind)
+            if first is None:
+                self.found[finding.kind] = (finding, example, time.perf_counter() - self.started, examples)
+            elif _size(inputs) < _size(first[1]["inputs"]):
+                self.found[finding.kind] = (finding, example, first[2], first[3])
+            if finding.kind in ("timeout", "crash"):
+                self.stopped = True
+                self.notes.append(f"static check skipped after its first {finding.kind}: tracing the kernel for "
+                                  f"config {dict(config)} failed, and tracing again for each new config would only wait on it again")
+
+
+def _size(inputs: Sequence[np.ndarray]) -> int:
+    return sum(int(np.size(x)) for x in inputs)

@@ -1,5 +1,5 @@
 """The static check traces the kernel in a worker: a raise, hang or abort while tracing is a
-finding of the static search, and the backends' searches still run."""
+finding of the static check, and the backends' searches still run."""
 
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ def _record(request: pytest.FixtureRequest, name: str, value: object) -> None:
 def _examples_to_detect(report: Report, backend: str, transform: str | None) -> int | None:
     """Examples the backend's search ran: with shrinking off, up to its first failure."""
     if backend == "static":
-        return None  # the static search runs no kernel; the report keeps no example count
+        return None  # the static check runs no kernel; the report keeps no example count
     [cell] = [r for r in report.results if r.backend == backend and r.transform == transform]
     return cell.examples
 
