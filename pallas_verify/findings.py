@@ -43,8 +43,8 @@ class Finding:
       mode: the backend's mode for that example.
       transform: None for the bare kernel, else the transform ("vmap", "grad").
       evidence: extra structured facts (error table, blame map, captured log lines).
-      elapsed_s: seconds from the start of ``verify`` for this kernel (the static search
-        and earlier backends included) to the first example that showed this kind here.
+      elapsed_s: seconds from the start of ``verify`` for this kernel (earlier searches
+        included) to the first example that showed this kind here.
       reproducer: path of the standalone reproducer script, once written.
     """
 

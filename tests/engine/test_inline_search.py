@@ -13,7 +13,7 @@ from pallas_verify.loader import load_spec
 from pallas_verify.oracles import static as static_oracle
 from pallas_verify.runner import Runner
 from reference_kernels.mutants import grid as grid_mutants
-from tests.transforms import _kernels as k
+from tests.engine import _kernels as k
 
 SPECS = Path(__file__).with_name("_specs.py")
 
