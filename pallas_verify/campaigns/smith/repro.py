@@ -56,7 +56,8 @@ def write_smith_reproducer(finding: Finding, out_dir: Path, stem: str) -> Findin
     summary = finding.message.splitlines()[0][:300]
     head = (f'#!/usr/bin/env python\n"""pallas-verify smith reproducer: {finding.kind} on backend {finding.backend}.\n\n'
             f"{_docstring_safe(summary)}\n\nRun `python {script.name}`: exits 1 while the finding reproduces, 0 once "
-            f'it is fixed.\nThe kernel and its reference are plain source below; the inputs are in {stem}.npz.\n"""\n')
+            f'it is fixed.\nThe kernel and its reference are plain source below; the inputs are in {stem}.npz.\n"""\n'
+            "from pallas_verify._env import configure\n\nconfigure()  # before jax loads: no accelerator plugin noise\n\n")
     tail = _TAIL.format(name=file_stem(stem), backend=finding.backend, kind=finding.kind,
                         mode=dict(finding.mode))
     script.write_text(head + program_source(program) + tail)
