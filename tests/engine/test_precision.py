@@ -247,3 +247,19 @@ def test_ground_truth_lifts_calls_and_control_flow():
     np.testing.assert_allclose(truth.outputs[0], y.sum(), rtol=1e-13)
     np.testing.assert_allclose(truth.outputs[1], prefix * y, rtol=1e-13, atol=1e-13)
     assert all(o.dtype == np.float64 for o in truth.outputs)
+
+
+def test_extreme_values_judge_without_warnings_and_a_non_finite_truth_falls_back_to_the_table():
+    import warnings
+
+    from pallas_verify.tolerance import compare
+
+    big = np.float32(np.finfo(np.float32).max)
+    expected = np.array([big, -big, 1.0, 2.0], np.float32)
+    truth = np.array([np.inf, -np.inf, 1.0, 2.0])  # float64 overflowed where float32 did not
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        same = compare("out", expected.copy(), expected, None, truth)
+        off = compare("out", np.array([big, np.float32(1e30), 1.0, 2.0], np.float32), expected, None, truth)
+    assert same.ok
+    assert not off.ok and off.bad.tolist() == [False, True, False, False]
