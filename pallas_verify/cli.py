@@ -74,7 +74,7 @@ def _executor_options(cmd: argparse.ArgumentParser, workers_default: str) -> Non
     cmd.add_argument("--executor", default="local", choices=list(EXECUTORS),
                      help="; ".join(f"{k}: {v}" for k, v in EXECUTORS.items()) + " (default local)")
     cmd.add_argument("--ray-address", default=None, metavar="ADDRESS",
-                     help="the Ray cluster to join, e.g. HOST:6379 (default: start or join a local one)")
+                     help="the Ray cluster to join, e.g. HOST:6379 (default: start a private local one)")
     cmd.add_argument("--workers", type=int, default=None, metavar="N",
                      help=f"units at once (default: {workers_default} locally, the cluster's CPU count on ray)")
 

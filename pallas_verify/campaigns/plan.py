@@ -34,7 +34,7 @@ class FuzzOptions:
       slice_examples: examples per slice; default 5.
       timeout_s: per-case time limit; default 120.
       executor: an ``execution.EXECUTORS`` key; default "local".
-      ray_address: the Ray cluster to join; None: start or join a local one.
+      ray_address: the Ray cluster to join; None: start a private local one.
       db: Hypothesis's example database, a directory or ``redis://HOST:PORT/N``;
         None (default): ``out_dir/hypothesis``.
       hardware: an ``execution.placement.HARDWARE_POLICIES`` key; default "auto".

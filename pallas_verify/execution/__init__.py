@@ -16,7 +16,7 @@ __all__ = ["EXECUTORS", "Done", "Executor", "Work", "lost", "make", "run_entry"]
 #: --executor choices -> what they mean.
 EXECUTORS: Mapping[str, str] = {
     "local": "worker processes on this host (--workers of them)",
-    "ray": "one Ray task per unit on the cluster at --ray-address (default: start or join a local one)",
+    "ray": "one Ray task per unit on the cluster at --ray-address (default: start a private local one)",
 }
 
 

@@ -52,7 +52,7 @@ class _Flight:
 
 
 class RayExecutor(Executor):
-    """Units as Ray tasks on the cluster at ``address`` (None: start or join a local one).
+    """Units as Ray tasks on the cluster at ``address`` (None: start a private local one).
 
     ``workers``: tasks in flight at once; None: the cluster's CPU count.
     """
@@ -88,6 +88,7 @@ class RayExecutor(Executor):
             path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
             kwargs.update(_node_ip_address="127.0.0.1", include_dashboard=False,
                           runtime_env={"env_vars": {"PYTHONPATH": path}})
+            address = "local"  # never a stale cluster another run left behind in /tmp/ray
         try:
             with warnings.catch_warnings():
                 # Ray starts its processes with fork+exec; jax's warning about fork in a

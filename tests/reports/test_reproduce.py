@@ -45,7 +45,7 @@ def test_a_case_file_saved_without_dtypes_is_refused_not_misread(tmp_path):
         load_case(tmp_path / "old.npz")
 
 
-# A kernel that adds one to its input (the planted bug) or copies it (the fix); the reference
+# A kernel that doubles its input and adds one (the planted bug) or copies it (the fix); the reference
 # copies. RAISE makes the reference raise: the case can no longer be judged.
 PLANTED = textwrap.dedent('''
     import jax, jax.numpy as jnp, ml_dtypes, numpy as np
@@ -56,7 +56,7 @@ PLANTED = textwrap.dedent('''
     DTYPE, BUG, RAISE = {dtype!r}, {bug!r}, {raise_!r}
 
     def _wrong(x_ref, o_ref):
-        o_ref[...] = x_ref[...] + jnp.ones_like(x_ref[...])
+        o_ref[...] = x_ref[...] * 2 + jnp.ones_like(x_ref[...])
 
     def _right(x_ref, o_ref):
         o_ref[...] = x_ref[...]
