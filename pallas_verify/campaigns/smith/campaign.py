@@ -126,13 +126,23 @@ def _interpreters(names: list[str]) -> set[str]:
     return {n for n in names if registry.get(n).executes and not registry.get(n).isolate}
 
 
+def _refused(finding: Finding) -> bool:
+    """A compiler's clean "not supported" answer: coverage, not a finding."""
+    return finding.kind == "compile_error" and bool(NOT_SUPPORTED.search(finding.message))
+
+
 def _absorb(run: SmithRun, part: Report, out_dir: Path, interpreters: set[str]) -> list[Finding]:
     """Fold one slice's report into the run; the new findings."""
     from pallas_verify.campaigns.fuzzdb import signature
     from pallas_verify.campaigns.smith.repro import write_smith_reproducer
     from pallas_verify.campaigns.smith.triage import triage
 
+    refused = {f.backend for f in part.findings if _refused(f)}
+    found = {f.backend for f in part.findings if not _refused(f)}
     for r in part.results:
+        if r.status == "fail" and r.backend in refused and r.backend not in found:  # coverage, not a finding
+            r = dataclasses.replace(r, status="pass", reason="the compiler does not support some programs "
+                                    "(see not_supported)")
         old = run.cells.get(r.backend)
         if old is not None:
             status = "fail" if "fail" in (old.status, r.status) else ("pass" if "pass" in (old.status, r.status) else r.status)
@@ -141,7 +151,7 @@ def _absorb(run: SmithRun, part: Report, out_dir: Path, interpreters: set[str]) 
         run.cells[r.backend] = r
     new = []
     for f in part.findings:
-        if f.kind == "compile_error" and NOT_SUPPORTED.search(f.message):
+        if _refused(f):
             run.not_supported[f"{f.backend}: {f.message.splitlines()[0][:160]}"] += 1
             continue
         if f.backend in interpreters and ("error_type" in f.evidence or f.kind in ("crash", "timeout")):

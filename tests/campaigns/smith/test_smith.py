@@ -17,7 +17,7 @@ from pallas_verify.campaigns.smith.spec import generated_spec
 from pallas_verify.cli import main
 from pallas_verify.engine import verify
 from pallas_verify.findings import Finding
-from pallas_verify.reports.report import Report
+from pallas_verify.reports.report import BackendResult, Report
 from strategies.programs import SKELETONS
 
 from ._mutants import planted
@@ -109,6 +109,15 @@ def test_not_supported_is_coverage_and_internal_errors_are_findings(tmp_path: Pa
     assert run.rejected == 1
     assert all(f.evidence["triage"].startswith("new: ") for f in new)
     assert all(Path(f.reproducer).is_file() for f in new)
+
+
+def test_a_cell_whose_only_failures_are_refusals_passes(tmp_path: Path) -> None:
+    run = SmithRun(report=Report())
+    refusal = _finding("compile_error", "mosaic_tpu:v6e", "INTERNAL: Mosaic failed: Not implemented: Sublane broadcast")
+    part = Report(findings=[refusal], results=[
+        BackendResult(kernel="smith", backend="mosaic_tpu:v6e", status="fail", reason="compile_error")])
+    assert _absorb(run, part, tmp_path, {"interpret"}) == []
+    assert run.cells["mosaic_tpu:v6e"].status == "pass", run.cells["mosaic_tpu:v6e"]
 
 
 def test_reproducer_is_readable_source_and_runs(tmp_path: Path) -> None:
