@@ -77,6 +77,7 @@ class RayExecutor(Executor):
 
     def _init(self, address: str | None) -> None:
         kwargs: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+        target = address
         if address is None and not os.environ.get("RAY_ADDRESS"):
             # A fresh local instance: loopback only (Ray's single-host mode, read from this
             # variable by the processes it starts and from its constant here), and workers
@@ -88,14 +89,17 @@ class RayExecutor(Executor):
             path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
             kwargs.update(_node_ip_address="127.0.0.1", include_dashboard=False,
                           runtime_env={"env_vars": {"PYTHONPATH": path}})
-            address = "local"  # never a stale cluster another run left behind in /tmp/ray
+            target = "local"  # never a stale cluster another run left behind in /tmp/ray
         try:
             with warnings.catch_warnings():
                 # Ray starts its processes with fork+exec; jax's warning about fork in a
                 # threaded process does not apply to a child that execs at once.
                 warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
-                self._ray.init(address=address, **kwargs)
+                self._ray.init(address=target, **kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
+            if target == "local":
+                raise InvalidArgument(f"ray_address=None: could not start a local Ray instance ({exc}); start "
+                                      "one with `ray start --head` and pass --ray-address HOST:6379.") from None
             raise InvalidArgument(f"ray_address={address!r}: cannot join the Ray cluster ({exc}); start it "
                                   "with `ray start --head` or pass its address, e.g. --ray-address HOST:6379.") from None
 
