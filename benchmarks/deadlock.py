@@ -38,7 +38,8 @@ def deadlock(only: tuple[str, ...] = ()) -> dict[str, Any]:
         for mutant in chosen:
             row = per_mutant[mutant.name] = {}
             for label, (backends, static) in RUNS.items():
-                shared_worker("interpreters").close()  # a fresh worker: its start counts, as for a user
+                for slot in ("interpreters", "tracer"):  # fresh workers: their start counts, as for a user
+                    shared_worker(slot).close()
                 started = time.perf_counter()
                 report = verify(mutant.spec, backends, profile="ci", shrink_budget_s=0.0, timeout_s=TIMEOUT_S,
                                 out_dir=out_dir, static=static)

@@ -3,14 +3,15 @@
 ``verify`` runs, per backend (cheapest first), one search of the bare kernel and one per
 transform in ``spec.transforms``:
 
-1. Each example first checks every ``pallas_call``'s grid without running anything
-   (races across "parallel" axes, unwritten output blocks, revisits): the static check,
-   traced once per config and input shapes and shared by every search. Its findings are
-   the kernel's, reported once with backend "static" (one per kind, on the smallest
-   example that showed it), and they fail every cell.
-2. Then it sends the case to the backend (in its worker process) and computes the
-   reference meanwhile (cached per example, so every backend's search reuses it:
-   Hypothesis draws the same configs and inputs first in each), then runs the oracles.
+1. Each example checks every ``pallas_call``'s grid without running anything (races
+   across "parallel" axes, unwritten output blocks, revisits): the static check, traced
+   once per config and input shapes and shared by every search, in a worker of its own
+   while step 2 runs. Its findings are the kernel's, reported once with backend
+   "static" (one per kind, on the smallest example that showed it), and they fail
+   every cell.
+2. It sends the case to the backend (in its worker process) and computes the reference
+   meanwhile (cached per example, so every backend's search reuses it: Hypothesis draws
+   the same configs and inputs first in each), then runs the oracles.
 3. A transform's search draws config, inputs, the transform's own draws (a batch, a
    cotangent; see transforms.py), then the mode. A backend's searches take turns: each
    runs its first ``_ROUNDS`` examples before any runs the rest of its budget, so a bug
@@ -118,19 +119,21 @@ class _Search:
             self.examples += 1
         else:
             self.shrink_steps += 1
-        if self.static is not None:
-            self.static.check(config, base, self.examples)
+        static = self.static.start(config, base, self.examples) if self.static is not None else None
         try:
             findings = self.runner.check(config, inputs, self.backend, mode, transform=self.transform, blame=False)
         except Unsupported as exc:
             self.unsupported = str(exc)
+        now = time.perf_counter() - self.kernel_started
+        if static is not None:  # traced meanwhile (in a worker of its own when isolated)
+            static()
+        if self.unsupported:
             return
         if not generating:
             self.shrink.step(config, findings)
         if not findings:
             self.passed.add(key)
         if findings:
-            now = time.perf_counter() - self.kernel_started
             self.first_failure = self.first_failure or time.perf_counter()
             for f in findings:
                 self.first_seen.setdefault(f.kind, (now, self.examples))
@@ -244,7 +247,7 @@ def verify(
     runnable = _plan(spec, chosen, report)
     options = {"profile": profile, "max_examples": max_examples, "seed": seed, "database": database}
     with Runner(spec, timeout_s=timeout_s, isolate=isolate) as runner:
-        grid = StaticLedger(runner.static_findings, runner.static_notes, started) if static else None
+        grid = StaticLedger(runner.start_static, runner.static_notes, started) if static else None
         for backend in runnable:
             searches = [_Search(spec, backend, runner, shrink_budget_s, static=grid, transform=t, kernel_started=started)
                         for t in (None, *spec.transforms)]

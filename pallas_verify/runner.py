@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -232,24 +232,39 @@ class Runner:
                 return [finding]
         return []
 
-    def _tracer(self) -> Worker | None:
-        """Where the static check and blame trace the kernel: the interpreters' worker
-        when isolation applies (see the class docstring), else in-process."""
+    def _tracer(self, slot: str = "interpreters") -> Worker | None:
+        """Where the static check and blame trace the kernel: a shared worker when
+        isolation applies (see the class docstring), else in-process. The static check
+        has a worker of its own, so it traces while the interpreters' worker runs the
+        kernel."""
         isolated = self.isolate == "always" or (self.isolate == "auto" and self.spec_ref is not None)
-        return shared_worker("interpreters") if isolated else None
+        return shared_worker(slot) if isolated else None
 
     def static_findings(self, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> list[Finding]:
         """The static grid check, once per (config, input shapes); parts it cannot
         analyse are added to ``static_notes``."""
-        from pallas_verify.oracles.static import static_check
+        return self.start_static(config, inputs)()
+
+    def start_static(self, config: Mapping[str, Any],
+                     inputs: tuple[np.ndarray, ...]) -> Callable[[], list[Finding]]:
+        """Start ``static_findings`` (in the tracer's worker when isolation applies); the
+        returned function waits for them."""
+        from pallas_verify.oracles.static import start_static_check
 
         key = config_key(config) + repr([(x.shape, str(x.dtype)) for x in inputs])
-        if key not in self._static:
-            result = static_check(self.spec, config, inputs, spec_ref=self.spec_ref, worker=self._tracer(),
-                                  timeout_s=self.timeout_s)
-            self._static[key] = result.findings
-            self.static_notes.extend(n for n in result.notes if n not in self.static_notes)
-        return self._static[key]
+        if key in self._static:
+            return lambda: self._static[key]
+        result = start_static_check(self.spec, config, inputs, spec_ref=self.spec_ref, worker=self._tracer("tracer"),
+                                    timeout_s=self.timeout_s)
+
+        def findings() -> list[Finding]:
+            if key not in self._static:
+                done = result()
+                self._static[key] = done.findings
+                self.static_notes.extend(n for n in done.notes if n not in self.static_notes)
+            return self._static[key]
+
+        return findings
 
     def _with_blame(self, finding: Finding, inputs: Sequence[np.ndarray], masks: Sequence[np.ndarray | None],
                     errors: Sequence[np.ndarray | None]) -> Finding:

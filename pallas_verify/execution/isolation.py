@@ -55,6 +55,7 @@ class Worker:
     _proc: subprocess.Popen[bytes] | None = None
     _conn: Connection | None = None
     _stderr: Any = None
+    _awaiting: Pending | None = None  # the request whose answer is not collected yet
 
     def _start(self) -> None:
         self.close()
@@ -96,13 +97,15 @@ class Worker:
     def submit(self, request: dict[str, Any]) -> Pending:
         """Send one request without waiting for the answer; ``collect`` it before the
         next ``submit`` (the worker answers one request at a time)."""
+        if self._awaiting is not None:  # its caller was interrupted: that answer would be taken for this one
+            self.close()
         if self._proc is None or self._proc.poll() is not None:
             self._start()
         assert self._conn is not None
         # A long-lived worker must see import paths added since it started (pytest's
         # rootdir, a spec file's folder), or "module:NAME" references would not load.
         request = {**request, "sys_path": [p for p in sys.path if p]}
-        pending = Pending(started=time.perf_counter())
+        pending = self._awaiting = Pending(started=time.perf_counter())
         try:
             self._conn.send(request)
         except (EOFError, OSError, BrokenPipeError):
@@ -114,6 +117,10 @@ class Worker:
         """The answer to a submitted request, or an Outcome saying it timed out or crashed;
         the time limit counts from the submission."""
         start = pending.started
+        if pending is not self._awaiting:
+            return Outcome(crashed="the worker was restarted before it answered this request",
+                           seconds=time.perf_counter() - start)
+        self._awaiting = None
         limit = self.timeout_s if timeout_s is None else timeout_s
         try:
             if pending.failed:
@@ -164,6 +171,7 @@ class Worker:
             self._proc.kill()
             self._proc.wait()
         self._proc = None
+        self._awaiting = None
         if self._conn is not None:
             self._conn.close()
             self._conn = None

@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from pallas_verify.case import Outcome
-from pallas_verify.execution.isolation import Worker
+from pallas_verify.execution.isolation import Pending, Worker
 from pallas_verify.findings import Finding
 from pallas_verify.spec import KernelSpec
 
-__all__ = ["StaticLedger", "StaticResult", "blame_finding", "serve_task", "static_check"]
+__all__ = ["StaticLedger", "StaticResult", "blame_finding", "serve_task", "start_static_check", "static_check"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -67,12 +67,30 @@ def serve_task(spec: KernelSpec, request: Mapping[str, Any]) -> Any:
         return Outcome(error=_jax_compat.error_info(exc))
 
 
-def _run(task: str, spec: KernelSpec, spec_ref: str | None, worker: Worker | None,
-         timeout_s: float, **payload: Any) -> Any:
+@dataclasses.dataclass
+class _Task:
+    """One task under way: sent to a worker (which works meanwhile), or done in-process
+    when its answer is asked for."""
+
+    spec: KernelSpec
+    request: dict[str, Any]
+    worker: Worker | None
+    timeout_s: float
+    pending: Pending | None = None
+
+    def answer(self) -> Any:
+        if self.pending is None:
+            return serve_task(self.spec, self.request)
+        assert self.worker is not None
+        return self.worker.collect(self.pending, timeout_s=self.timeout_s)
+
+
+def _start(task: str, spec: KernelSpec, spec_ref: str | None, worker: Worker | None,
+           timeout_s: float, **payload: Any) -> _Task:
     request = {"task": task, "spec": spec_ref, **payload}
     if worker is None or spec_ref is None:
-        return serve_task(spec, request)
-    return worker.call(request, timeout_s=timeout_s)
+        return _Task(spec, request, None, timeout_s)
+    return _Task(spec, request, worker, timeout_s, worker.submit(request))
 
 
 def _failure(spec: KernelSpec, config: Mapping[str, Any], outcome: Outcome) -> Finding:
@@ -96,7 +114,20 @@ def _failure(spec: KernelSpec, config: Mapping[str, Any], outcome: Outcome) -> F
 def static_check(spec: KernelSpec, config: Mapping[str, Any], inputs: Sequence[np.ndarray], *,
                  spec_ref: str | None = None, worker: Worker | None = None, timeout_s: float = 120.0) -> StaticResult:
     """The static grid check of ``spec`` on one example (traced in ``worker`` when given)."""
-    answer = _run("static", spec, spec_ref, worker, timeout_s, config=dict(config), inputs=tuple(inputs))
+    return start_static_check(spec, config, inputs, spec_ref=spec_ref, worker=worker, timeout_s=timeout_s)()
+
+
+def start_static_check(spec: KernelSpec, config: Mapping[str, Any], inputs: Sequence[np.ndarray], *,
+                       spec_ref: str | None = None, worker: Worker | None = None,
+                       timeout_s: float = 120.0) -> Callable[[], StaticResult]:
+    """Start the static grid check of one example: in ``worker`` (given), which traces
+    while the caller goes on; the returned function waits for the result. Without a
+    worker the trace happens in-process when the result is asked for."""
+    task = _start("static", spec, spec_ref, worker, timeout_s, config=dict(config), inputs=tuple(inputs))
+    return lambda: _static_result(spec, config, task.answer())
+
+
+def _static_result(spec: KernelSpec, config: Mapping[str, Any], answer: Any) -> StaticResult:
     if isinstance(answer, Outcome):
         return StaticResult(findings=[_failure(spec, config, answer)], notes=[])
     findings = [Finding(kind=i.kind, kernel=spec.name, backend="static", message=i.message, config=dict(config),
@@ -113,8 +144,8 @@ def blame_finding(finding: Finding, spec: KernelSpec, inputs: Sequence[np.ndarra
     Blame is evidence: when tracing for it fails (raises, hangs, aborts) the finding is
     kept as it is, with the reason under ``evidence["blame_error"]``.
     """
-    answer = _run("blame", spec, spec_ref, worker, timeout_s, config=dict(finding.config), inputs=tuple(inputs),
-                  transform=finding.transform, masks=list(masks), errors=list(errors))
+    answer = _start("blame", spec, spec_ref, worker, timeout_s, config=dict(finding.config), inputs=tuple(inputs),
+                    transform=finding.transform, masks=list(masks), errors=list(errors)).answer()
     if isinstance(answer, Outcome):
         failed = _failure(spec, finding.config, answer)
         reason = failed.message.replace("for the static grid check", "for blame")
@@ -131,32 +162,40 @@ def blame_finding(finding: Finding, spec: KernelSpec, inputs: Sequence[np.ndarra
 
 @dataclasses.dataclass
 class StaticLedger:
-    """The static check of a search's examples, run inline (before each example runs) on
-    its config and untransformed inputs: one finding per kind, kept with the smallest
-    example that showed it, and the seconds and examples it took to see it first.
+    """The static check of a search's examples, run inline on each example's config and
+    untransformed inputs: one finding per kind, kept with the smallest example that
+    showed it, and the seconds and examples it took to see it first.
 
-    ``findings_of`` is the check itself (cached per config and input shapes by its owner);
-    after a trace that hung or aborted, the rest are skipped (each would hang again), and
-    ``notes`` says so.
+    ``start_of`` starts the check itself (cached per config and input shapes by its
+    owner) and returns a function that waits for its findings: the engine starts it
+    before an example runs and takes the findings after, so a worker traces while
+    another runs the kernel. After a trace that hung or aborted, the rest are skipped
+    (each would hang again), and ``notes`` says so.
     """
 
-    findings_of: Callable[[Mapping[str, Any], tuple[np.ndarray, ...]], list[Finding]]
+    start_of: Callable[[Mapping[str, Any], tuple[np.ndarray, ...]], Callable[[], list[Finding]]]
     notes: list[str]
     started: float
     found: dict[str, tuple[Finding, dict[str, Any], float, int]] = dataclasses.field(default_factory=dict)
     stopped: bool = False
 
-    def check(self, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...], examples: int) -> None:
+    def start(self, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...], examples: int) -> Callable[[], None]:
+        """Start checking one example; the returned function records its findings."""
         if self.stopped:
-            return
-        for finding in self.findings_of(config, inputs):
+            return lambda: None
+        findings = self.start_of(config, inputs)
+        return lambda: self._record(config, inputs, examples, findings())
+
+    def _record(self, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...], examples: int,
+                findings: list[Finding]) -> None:
+        for finding in findings:
             example = {"config": dict(config), "inputs": inputs, "mode": {}}
             first = self.found.get(finding.kind)
             if first is None:
                 self.found[finding.kind] = (finding, example, time.perf_counter() - self.started, examples)
             elif _size(inputs) < _size(first[1]["inputs"]):
                 self.found[finding.kind] = (finding, example, first[2], first[3])
-            if finding.kind in ("timeout", "crash"):
+            if finding.kind in ("timeout", "crash") and not self.stopped:
                 self.stopped = True
                 self.notes.append(f"static check skipped after its first {finding.kind}: tracing the kernel for "
                                   f"config {dict(config)} failed, and tracing again for each new config would only wait on it again")

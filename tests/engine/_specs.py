@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -97,6 +99,27 @@ def _aborts_while_traced(x, y, *, block, n):
     os.abort()
 
 
+def rendezvous_dir(parent: int) -> Path:
+    """Where the processes a test process started meet (see ``meets_a_twin``)."""
+    return Path(tempfile.gettempdir()) / f"pv-rendezvous-{parent}"
+
+
+def _meets_a_twin(x, y, *, block, n):
+    """While traced, waits until another process traces it too (or raises after 30 s):
+    it passes only when two processes trace it at the same time."""
+    here = rendezvous_dir(os.getppid())
+    here.mkdir(exist_ok=True)
+    (here / str(os.getpid())).touch()
+    deadline = time.monotonic() + 30.0
+    while not any(p.name != str(os.getpid()) for p in here.iterdir()):
+        if time.monotonic() > deadline:
+            raise RuntimeError("traced alone for 30 s: no other process traced this kernel meanwhile")
+        time.sleep(0.01)
+    return scale_add(x, y, block=block, n=n)
+
+
+meets_a_twin = pv.KernelSpec(name="meets_a_twin", kernel=_meets_a_twin, reference=scale_add_ref, configs=configs,
+                             inputs=inputs)
 trace_raises = pv.KernelSpec(name="trace_raises", kernel=_raises_while_traced, reference=scale_add_ref,
                              configs=configs, inputs=inputs)
 trace_hangs = pv.KernelSpec(name="trace_hangs", kernel=_hangs_while_traced, reference=scale_add_ref,

@@ -54,13 +54,13 @@ def test_transform_finding_keeps_its_transform_and_cell(tmp_path):
 
 def test_static_check_runs_inline_once_per_config_and_reports_once(tmp_path, monkeypatch):
     traced = []
-    static_check = static_oracle.static_check
+    start = static_oracle.start_static_check
 
     def counted(spec, config, inputs, **kw):
         traced.append((repr(config), tuple(x.shape for x in inputs)))
-        return static_check(spec, config, inputs, **kw)
+        return start(spec, config, inputs, **kw)
 
-    monkeypatch.setattr(static_oracle, "static_check", counted)
+    monkeypatch.setattr(static_oracle, "start_static_check", counted)
     calls = _spy_checks(monkeypatch)
     report = verify(grid_mutants.acc_across_parallel_spec, ["interpret", "tpu_interpret"], max_examples=3, profile="ci",
                     isolate="never", out_dir=tmp_path, shrink_budget_s=0)
@@ -74,7 +74,7 @@ def test_static_check_runs_inline_once_per_config_and_reports_once(tmp_path, mon
 
 
 def test_static_false_traces_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(static_oracle, "static_check", lambda *a, **kw: (_ for _ in ()).throw(AssertionError))
+    monkeypatch.setattr(static_oracle, "start_static_check", lambda *a, **kw: (_ for _ in ()).throw(AssertionError))
     report = verify(grid_mutants.acc_across_parallel_spec, ["interpret"], max_examples=2, profile="ci", isolate="never",
                     out_dir=tmp_path, static=False)
     assert all(f.backend != "static" for f in report.findings)

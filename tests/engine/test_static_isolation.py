@@ -4,6 +4,8 @@ finding of the static check, and the backends' searches still run."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +13,7 @@ import pytest
 
 from pallas_verify.engine import verify
 from pallas_verify.loader import load_spec
+from tests.engine._specs import rendezvous_dir
 
 SPECS = Path(__file__).with_name("_specs.py")
 
@@ -34,6 +37,21 @@ def test_trace_time_raise_is_an_exception_finding_with_the_traceback(tmp_path):
     # The run went on: the interpreter's search ran and judged the kernel too.
     assert [(r.backend, r.status) for r in report.results] == [("interpret", "fail")]
     assert by_backend(report)["interpret"].kind == "exception"
+
+
+def test_the_static_check_traces_in_a_worker_of_its_own_while_the_kernel_runs(tmp_path):
+    # The kernel passes only when two processes trace it at once (else it raises after 30 s).
+    meeting = rendezvous_dir(os.getpid())  # the workers are this process's children
+    shutil.rmtree(meeting, ignore_errors=True)
+    try:
+        report = verify(spec("meets_a_twin"), ["interpret"], max_examples=1, profile="ci", out_dir=tmp_path,
+                        shrink_budget_s=0)
+        met = {p.name for p in meeting.iterdir()}
+    finally:
+        shutil.rmtree(meeting, ignore_errors=True)
+    assert not report.findings, [f.message for f in report.findings]
+    assert [(r.backend, r.status) for r in report.results] == [("interpret", "pass")]
+    assert len(met) == 2 and str(os.getpid()) not in met  # the tracer and the interpreters' worker
 
 
 def test_trace_time_raise_in_process_is_the_same_finding(tmp_path):

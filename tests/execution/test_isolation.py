@@ -74,6 +74,16 @@ def test_a_hang_is_stopped_at_the_time_limit_and_the_next_case_gets_a_fresh_proc
     assert _pid(_run(worker, "pid")) != before
 
 
+def test_an_answer_never_collected_is_not_taken_for_the_next_request(worker):
+    # A caller interrupted between submit and collect leaves an answer on the pipe.
+    forgotten = worker.submit_case(f"{SPECS}::pid", _case())
+    outcome = worker.collect(worker.submit_case(f"{SPECS}::raises", _case()))
+    assert outcome.error is not None and "planted failure in the kernel" in outcome.error.message
+    late = worker.collect(forgotten)
+    assert late.crashed == "the worker was restarted before it answered this request" and not late.ok
+    assert _run(worker, "pid").ok
+
+
 @pytest.mark.slow
 def test_close_stops_the_process_and_a_closed_worker_starts_again_on_demand():
     worker = Worker(timeout_s=120.0)
