@@ -16,7 +16,7 @@ from pallas_verify.backends.execute import config_key
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution.caselimit import CaseLimit
-from pallas_verify.execution.isolation import Pending, Worker, shared_worker
+from pallas_verify.execution.isolation import Pending, Worker, shared_worker, static_tracer_slot
 from pallas_verify.findings import Finding
 from pallas_verify.loader import spec_ref
 from pallas_verify.oracles.base import bitwise_equal
@@ -235,8 +235,7 @@ class Runner:
     def _tracer(self, slot: str = "interpreters") -> Worker | None:
         """Where the static check and blame trace the kernel: a shared worker when
         isolation applies (see the class docstring), else in-process. The static check
-        has a worker of its own, so it traces while the interpreters' worker runs the
-        kernel."""
+        may have a worker of its own (``static_tracer_slot``)."""
         isolated = self.isolate == "always" or (self.isolate == "auto" and self.spec_ref is not None)
         return shared_worker(slot) if isolated else None
 
@@ -254,7 +253,8 @@ class Runner:
         key = config_key(config) + repr([(x.shape, str(x.dtype)) for x in inputs])
         if key in self._static:
             return lambda: self._static[key]
-        result = start_static_check(self.spec, config, inputs, spec_ref=self.spec_ref, worker=self._tracer("tracer"),
+        slot = static_tracer_slot()
+        result = start_static_check(self.spec, config, inputs, spec_ref=self.spec_ref, worker=self._tracer(slot),
                                     timeout_s=self.timeout_s)
 
         def findings() -> list[Finding]:
@@ -264,6 +264,8 @@ class Runner:
                 self.static_notes.extend(n for n in done.notes if n not in self.static_notes)
             return self._static[key]
 
+        if slot == "interpreters":  # the cases' worker (or this process): done before it gets the case
+            findings()
         return findings
 
     def _with_blame(self, finding: Finding, inputs: Sequence[np.ndarray], masks: Sequence[np.ndarray | None],

@@ -22,6 +22,7 @@ from typing import Any
 
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution.base import Done, Executor, Work, host, lost, run_entry
+from pallas_verify.execution.isolation import PARALLEL_RUNS_ENV
 from pallas_verify.execution.placement import RayRequest, ray_request
 
 __all__ = ["RayExecutor"]
@@ -36,6 +37,7 @@ def _task(work: Work) -> dict[str, Any]:
     from pallas_verify._env import configure
 
     configure()
+    os.environ[PARALLEL_RUNS_ENV] = str(os.cpu_count() or 1)  # Ray runs a task per CPU of the node
     node = f"{host()}:{ray.get_runtime_context().get_node_id()[:8]}"
     try:
         result = run_entry(work)

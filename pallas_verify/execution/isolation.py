@@ -23,7 +23,11 @@ from typing import Any
 from pallas_verify.case import Case, Outcome
 from pallas_verify.execution.caselimit import IDLE_S, SAMPLE_S, CpuMeter
 
-__all__ = ["Pending", "Worker", "shared_worker", "worker_env"]
+__all__ = ["PARALLEL_RUNS_ENV", "Pending", "Worker", "shared_worker", "static_tracer_slot", "worker_env"]
+
+#: How many runs share this host's cores, set by an executor in its worker processes
+#: (pytest-xdist says it in PYTEST_XDIST_WORKER_COUNT).
+PARALLEL_RUNS_ENV = "PV_PARALLEL_RUNS"
 
 
 def worker_env() -> dict[str, str]:
@@ -216,6 +220,27 @@ def shared_worker(slot: str) -> Worker:
         if len(_SHARED) == 1:
             atexit.register(_close_shared)
     return _SHARED[slot]
+
+
+def static_tracer_slot() -> str:
+    """The shared worker the static check traces in: one of its own, which traces while the
+    interpreters' worker runs the kernel, when this host has a core to spare for it (two
+    per parallel run); else the interpreters' worker, one trace after the other, so that
+    a host whose cores are all taken by parallel runs gets no extra process per run."""
+    runs = max(_count(os.environ.get("PYTEST_XDIST_WORKER_COUNT")), _count(os.environ.get(PARALLEL_RUNS_ENV)), 1)
+    return "tracer" if _cores() >= 2 * runs else "interpreters"
+
+
+def _count(text: str | None) -> int:
+    return int(text) if text and text.isdigit() else 0
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _close_shared() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
+import os
 import signal
 import time
 import traceback
@@ -17,15 +18,17 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from pallas_verify.execution.base import Done, Executor, Work, host, lost, run_entry
+from pallas_verify.execution.isolation import PARALLEL_RUNS_ENV
 
 __all__ = ["LocalExecutor"]
 
 
-def _serve(conn: Connection) -> None:
-    """A worker process: run units until the parent closes the pipe."""
+def _serve(conn: Connection, runs: int) -> None:
+    """A worker process (one of ``runs`` on this host): run units until the parent closes the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from pallas_verify._env import configure
 
+    os.environ[PARALLEL_RUNS_ENV] = str(runs)
     configure()
     while True:
         try:
@@ -49,10 +52,10 @@ class _Slot:
     started: float = 0.0
 
     @classmethod
-    def start(cls) -> _Slot:
+    def start(cls, runs: int) -> _Slot:
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
-        process = ctx.Process(target=_serve, args=(child,), daemon=True)
+        process = ctx.Process(target=_serve, args=(child, runs), daemon=True)
         process.start()
         child.close()
         return cls(process=process, conn=parent)
@@ -90,7 +93,7 @@ class LocalExecutor(Executor):
 
     def submit(self, work: Work) -> None:
         while len(self._slots) < self._workers:
-            self._slots.append(_Slot.start())
+            self._slots.append(_Slot.start(self._workers))
         slot = next((s for s in self._slots if s.work is None), None)
         if slot is None:
             raise RuntimeError(f"submit() with all {self._workers} workers busy; wait for poll() first.")

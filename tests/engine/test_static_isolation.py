@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from pallas_verify.engine import verify
+from pallas_verify.execution import isolation
 from pallas_verify.loader import load_spec
 from tests.engine._specs import rendezvous_dir
 
@@ -39,8 +40,11 @@ def test_trace_time_raise_is_an_exception_finding_with_the_traceback(tmp_path):
     assert by_backend(report)["interpret"].kind == "exception"
 
 
-def test_the_static_check_traces_in_a_worker_of_its_own_while_the_kernel_runs(tmp_path):
+def test_the_static_check_traces_in_a_worker_of_its_own_while_the_kernel_runs(tmp_path, monkeypatch):
     # The kernel passes only when two processes trace it at once (else it raises after 30 s).
+    for name in ("PYTEST_XDIST_WORKER_COUNT", "PV_PARALLEL_RUNS"):  # a core to spare, however the suite runs
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(isolation, "_cores", lambda: 4)
     meeting = rendezvous_dir(os.getpid())  # the workers are this process's children
     shutil.rmtree(meeting, ignore_errors=True)
     try:

@@ -8,7 +8,7 @@ from typing import Any
 
 
 def echo(work: Any) -> dict[str, Any]:
-    return {"echo": work.params.get("value"), "pid": os.getpid()}
+    return {"echo": work.params.get("value"), "pid": os.getpid(), "parallel_runs": os.environ.get("PV_PARALLEL_RUNS")}
 
 
 def hang(work: Any) -> dict[str, Any]:

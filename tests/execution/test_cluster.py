@@ -77,6 +77,7 @@ def test_ray_units_time_out_crash_and_raise_as_locally(cluster):
             executor.submit(Work(entry=f"_entries:{name}", kind="test", params={"value": 7}, limit_s=limit))
         done = {d.work.entry: d for d in _wait(executor, 4)}
     assert done["_entries:echo"].result["echo"] == 7
+    assert done["_entries:echo"].result["parallel_runs"] == str(os.cpu_count())  # a task per CPU
     assert done["_entries:echo"].node.startswith(cluster.host + ":")
     assert done["_entries:hang"].result["kind"] == "timeout"
     assert done["_entries:abort"].result["kind"] == "crash"

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pallas_verify.case import Case
+from pallas_verify.execution import isolation
 from pallas_verify.execution.isolation import Worker
 
 SPECS = Path(__file__).with_name("_worker_specs.py")
@@ -82,6 +83,22 @@ def test_an_answer_never_collected_is_not_taken_for_the_next_request(worker):
     late = worker.collect(forgotten)
     assert late.crashed == "the worker was restarted before it answered this request" and not late.ok
     assert _run(worker, "pid").ok
+
+
+@pytest.mark.parametrize(("cores", "env", "slot"), [
+    (2, {}, "tracer"),  # one run: a core to spare
+    (2, {"PYTEST_XDIST_WORKER_COUNT": "2"}, "interpreters"),  # every core has its own run
+    (8, {"PYTEST_XDIST_WORKER_COUNT": "4"}, "tracer"),
+    (8, {"PV_PARALLEL_RUNS": "5"}, "interpreters"),  # an executor's units
+    (1, {}, "interpreters"),
+])
+def test_the_static_check_gets_a_worker_of_its_own_only_where_a_core_is_spare(monkeypatch, cores, env, slot):
+    for name in ("PYTEST_XDIST_WORKER_COUNT", "PV_PARALLEL_RUNS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(isolation, "_cores", lambda: cores)
+    assert isolation.static_tracer_slot() == slot
 
 
 @pytest.mark.slow

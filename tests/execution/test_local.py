@@ -38,6 +38,7 @@ def test_local_units_report_results_timeouts_crashes_and_exceptions_and_workers_
         assert executor.free() == 0
         done = {d.work.entry: d for d in _drain(executor, 2)}
         assert done["_entries:echo"].result["echo"] == 1
+        assert done["_entries:echo"].result["parallel_runs"] == "2"  # no spare core assumed for a static tracer
         assert done["_entries:echo"].node
         assert done["_entries:hang"].result["kind"] == "timeout"
         assert "within 2 s" in done["_entries:hang"].result["error"]
