@@ -5,10 +5,10 @@ transform in ``spec.transforms``:
 
 1. Each example checks every ``pallas_call``'s grid without running anything (races
    across "parallel" axes, unwritten output blocks, revisits): the static check, traced
-   once per config and input shapes and shared by every search, in a worker of its own
-   while step 2 runs. Its findings are the kernel's, reported once with backend
-   "static" (one per kind, on the smallest example that showed it), and they fail
-   every cell.
+   once per config and input shapes and shared by every search (where a core is spare,
+   in a worker of its own while step 2 runs: ``isolation.static_tracer_slot``). Its
+   findings are the kernel's, reported once with backend "static" (one per kind, on the
+   smallest example that showed it), and they fail every cell.
 2. It sends the case to the backend (in its worker process) and computes the reference
    meanwhile (cached per example, so every backend's search reuses it: Hypothesis draws
    the same configs and inputs first in each), then runs the oracles.
