@@ -5,8 +5,9 @@ reference evaluated in float64, ``reference.py``): the kernel's error must be at
 ``ERROR_RATIO`` times the working-precision reference's own error, plus a floor of
 ``FLOOR_EPS`` epsilons of the output dtype times the output's largest magnitude. Both
 errors are max norms over the whole output (README "How outputs are judged" gives the
-measurements behind the constants). When no ground truth could be had, the bound grows
-with the reduction depth of the reference (``FALLBACK_EPS``).
+measurements behind the constants). 8-bit float outputs are judged per element, in steps
+of the output dtype at the float64 value (``FP8_FLOOR_ULPS``). When no ground truth could
+be had, the bound grows with the reduction depth of the reference (``FALLBACK_EPS``).
 
 An explicit ``pv.Tolerance`` overrides both: then default tolerances per dtype follow (and are at least as careful as) the table that
 ``torch.testing.assert_close`` uses: floating point compares with
@@ -24,13 +25,19 @@ import numpy as np
 
 from pallas_verify.spec import Tolerance
 
-__all__ = ["ERROR_RATIO", "FALLBACK_EPS", "FLOOR_EPS", "Comparison", "compare", "default_tolerance", "ulp_distance"]
+__all__ = ["ERROR_RATIO", "FALLBACK_EPS", "FLOOR_EPS", "FP8_FLOOR_ULPS", "Comparison", "compare", "default_tolerance", "ulp_distance"]
 
 #: The kernel's error against the float64 ground truth may be this many times the
 #: working-precision reference's own error (measured: at most 2.06 on correct kernels).
 ERROR_RATIO = 4.0
 #: Plus this many epsilons of the output dtype times the output's largest magnitude.
 FLOOR_EPS = 2.0
+#: Outputs of 8-bit floats (at most 3 mantissa bits) are judged per element in steps of
+#: the output dtype at the float64 value: the kernel's error may be ERROR_RATIO times the
+#: reference's largest, plus this many steps. A max-norm floor of two epsilons would be a
+#: quarter (e4m3) or half (e5m2) of the largest output, enough to pass a kernel that zeroes
+#: every small element.
+FP8_FLOOR_ULPS = 1.0
 #: Without a ground truth: |kernel - reference| <= FALLBACK_EPS * eps * sqrt(depth) *
 #: max |reference| (plus the dtype's default tolerance), depth from the reference's jaxpr.
 FALLBACK_EPS = 4.0
@@ -109,7 +116,9 @@ class Comparison:
         over the elements where both sides are finite (NaN/inf mismatches are counted in
         ``bad`` only).
       first_bad: index of the first bad element in row-major order, or None.
-      rule: how the values were judged: "ground truth" (the default oracle), "depth"
+      rule: how the values were judged: "ground truth" (the default oracle), "ground
+        truth in steps" (its per-element form for 8-bit floats: errors in steps of the
+        output dtype at the float64 value), "depth"
         (no ground truth: bound from the reduction depth), "tolerance" (an explicit
         ``pv.Tolerance``), "exact" (integers, bool).
       kernel_error, reference_error: max |kernel - float64| and max |reference -
@@ -169,6 +178,10 @@ class Comparison:
             return (f"kernel error {self.kernel_error:.3g} vs float64, reference error {self.reference_error:.3g} "
                     f"(ratio {ratio_text}), bound {self.bound:.3g} = {ERROR_RATIO:g} x reference error + "
                     f"{FLOOR_EPS:g} eps x max|float64|{where}; ")
+        if self.rule == "ground truth in steps":
+            return (f"kernel error {self.kernel_error:.3g} steps of {self.dtype} vs float64 (per element, at the "
+                    f"float64 value), reference error {self.reference_error:.3g} steps, bound {self.bound:.3g} = "
+                    f"{ERROR_RATIO:g} x reference error + {FP8_FLOOR_ULPS:g}{where}; ")
         if self.rule == "depth":
             return (f"no float64 ground truth ({self.note}): |kernel - reference| bound {self.bound:.3g} from "
                     f"reduction depth{where}; ")
@@ -203,7 +216,9 @@ def compare(path: str, actual: np.ndarray, expected: np.ndarray, tolerance: Tole
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.where(special, 0, np.abs(a - e))
         rel = diff / np.maximum(np.abs(e), np.finfo(np.float64).tiny)
-    if tolerance is None and truth is not None and np.shape(truth) == actual.shape:
+    if tolerance is None and truth is not None and np.shape(truth) == actual.shape and _coarse(actual.dtype):
+        close, extra = _against_truth_in_steps(a, e, np.asarray(truth, np.float64), special, actual.dtype)
+    elif tolerance is None and truth is not None and np.shape(truth) == actual.shape:
         close, extra = _against_truth(a, e, np.asarray(truth, np.float64), special, actual.dtype)
     elif tolerance is None:
         close, extra = _by_depth(a, e, diff, special, actual.dtype, depth, note)
@@ -233,6 +248,36 @@ def _against_truth(a: np.ndarray, e: np.ndarray, t: np.ndarray, special: np.ndar
     close = np.where(usable, k_err <= bound, special | by_table)
     return close, {"rule": "ground truth", "kernel_error": float(k_err.max(initial=0.0)),
                             "reference_error": reference_error, "bound": bound, "worst": _worst(k_err, a, e, t)}
+
+
+def _coarse(dtype: np.dtype) -> bool:
+    """8-bit floats, whose steps are too coarse for a floor scaled by the largest output."""
+    return dtype.itemsize == 1 and dtype.name not in _ML_INTEGERS
+
+
+def _steps(dtype: np.dtype, t: np.ndarray) -> np.ndarray:
+    """The spacing of ``dtype`` at each float64 value of ``t`` (subnormal spacing near 0)."""
+    info = ml_dtypes.finfo(dtype)
+    exponent = np.floor(np.log2(np.maximum(np.abs(t), float(info.smallest_normal))))
+    return np.exp2(np.minimum(exponent, info.maxexp - 1)) * float(info.eps)
+
+
+def _against_truth_in_steps(a: np.ndarray, e: np.ndarray, t: np.ndarray, special: np.ndarray,
+                            dtype: np.dtype) -> tuple[np.ndarray, dict]:
+    """The precision oracle for 8-bit floats: per element, in steps of ``dtype`` at the truth."""
+    usable = ~special & np.isfinite(t)
+    step = _steps(dtype, np.where(usable, t, 1.0))
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite elements are masked out below
+        k_err = np.where(usable, np.abs(a - t) / step, 0.0)
+        r_err = np.where(usable, np.abs(e - t) / step, 0.0)
+    reference_error = float(r_err.max(initial=0.0))
+    bound = ERROR_RATIO * reference_error + FP8_FLOOR_ULPS
+    tol = default_tolerance(dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        by_table = np.abs(a - e) <= tol.atol + tol.rtol * np.abs(e)
+    close = np.where(usable, k_err <= bound, special | by_table)
+    return close, {"rule": "ground truth in steps", "kernel_error": float(k_err.max(initial=0.0)),
+                   "reference_error": reference_error, "bound": bound, "worst": _worst(k_err, a, e, t)}
 
 
 def _by_depth(a: np.ndarray, e: np.ndarray, diff: np.ndarray, special: np.ndarray, dtype: np.dtype,

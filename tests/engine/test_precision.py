@@ -70,6 +70,35 @@ def test_floor_scales_with_dtype_epsilon_and_magnitude():
     assert not compare("out", far, expected, None, truth).ok
 
 
+FP8 = [ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2]
+
+
+@pytest.mark.parametrize("dtype", FP8)
+def test_fp8_outputs_are_judged_per_element_in_steps_of_the_dtype(dtype):
+    truth = np.arange(8, dtype=np.float64)
+    expected = truth.astype(dtype)
+    judged = compare("out", (truth + 1).astype(dtype), expected, None, truth)  # adds one: within 2 eps x max
+    assert not judged.ok and judged.rule == "ground truth in steps"
+    assert judged.reference_error == 0 and judged.bound == tolerance.FP8_FLOOR_ULPS
+    assert f"steps of {np.dtype(dtype).name} vs float64" in judged.describe()
+    big = np.array([448.0 if dtype == ml_dtypes.float8_e4m3fn else 57344.0, 3.0, -5.0, 0.5])
+    dropped = big.astype(dtype)
+    dropped[1:] = 0  # zeroes every small element: a max-norm floor of 2 eps x max would pass it
+    assert not compare("out", dropped, big.astype(dtype), None, big).ok
+
+
+@pytest.mark.parametrize("dtype", FP8)
+def test_fp8_outputs_rounded_from_differently_accumulated_values_pass(dtype):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((64, 512)) * 2.0
+    truth = x.sum(axis=1)
+    expected = x.astype(np.float32).sum(axis=1).astype(dtype)
+    kernel = x.astype(np.float32).reshape(64, 8, 64).sum(axis=2).sum(axis=1).astype(dtype)  # another order
+    judged = compare("out", kernel, expected, None, truth)
+    assert judged.ok, judged.describe()
+    assert judged.rule == "ground truth in steps" and judged.kernel_error <= 0.5 + 1e-6
+
+
 def test_integers_nan_and_shape_stay_exact_under_the_oracle():
     ints = np.array([1, 2], np.int32)
     assert not compare("out", ints, np.array([1, 3], np.int32), None, np.array([1.0, 2.0])).ok
