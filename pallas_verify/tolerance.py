@@ -213,9 +213,9 @@ def compare(path: str, actual: np.ndarray, expected: np.ndarray, tolerance: Tole
     a, e = actual.astype(np.float64), expected.astype(np.float64)
     special = np.isnan(a) | np.isnan(e) | np.isinf(a) | np.isinf(e)
     same_special = (np.isnan(a) & np.isnan(e)) | ((a == e) & np.isinf(e))
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # relative to a 0: inf when they differ
         diff = np.where(special, 0, np.abs(a - e))
-        rel = diff / np.maximum(np.abs(e), np.finfo(np.float64).tiny)
+        rel = np.where(diff == 0, 0.0, diff / np.abs(e))
     if tolerance is None and truth is not None and np.shape(truth) == actual.shape and _coarse(actual.dtype):
         close, extra = _against_truth_in_steps(a, e, np.asarray(truth, np.float64), special, actual.dtype)
     elif tolerance is None and truth is not None and np.shape(truth) == actual.shape:
