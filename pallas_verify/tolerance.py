@@ -216,9 +216,7 @@ def compare(path: str, actual: np.ndarray, expected: np.ndarray, tolerance: Tole
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # relative to a 0: inf when they differ
         diff = np.where(special, 0, np.abs(a - e))
         rel = np.where(diff == 0, 0.0, diff / np.abs(e))
-    if tolerance is None and truth is not None and np.shape(truth) == actual.shape and _coarse(actual.dtype):
-        close, extra = _against_truth_in_steps(a, e, np.asarray(truth, np.float64), special, actual.dtype)
-    elif tolerance is None and truth is not None and np.shape(truth) == actual.shape:
+    if tolerance is None and truth is not None and np.shape(truth) == actual.shape:
         close, extra = _against_truth(a, e, np.asarray(truth, np.float64), special, actual.dtype)
     elif tolerance is None:
         close, extra = _by_depth(a, e, diff, special, actual.dtype, depth, note)
@@ -232,22 +230,30 @@ def compare(path: str, actual: np.ndarray, expected: np.ndarray, tolerance: Tole
 
 def _against_truth(a: np.ndarray, e: np.ndarray, t: np.ndarray, special: np.ndarray,
                    dtype: np.dtype) -> tuple[np.ndarray, dict]:
-    """The precision oracle: max-norm kernel error within ERROR_RATIO x the reference's + floor."""
+    """The precision oracle: max-norm kernel error within ERROR_RATIO x the reference's + a
+    floor of FLOOR_EPS eps at the largest output; for 8-bit floats, errors per element in
+    steps of ``dtype`` at the truth, with a floor of FP8_FLOOR_ULPS steps."""
     usable = ~special & np.isfinite(t)
+    coarse = _coarse(dtype)
+    step = _steps(dtype, np.where(usable, t, 1.0)) if coarse else 1.0
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite elements are masked out below
-        k_err = np.where(usable, np.abs(a - t), 0.0)
-        r_err = np.where(usable, np.abs(e - t), 0.0)
-    scale = float(np.abs(np.where(usable, t, 0.0)).max(initial=0.0))
+        k_err = np.where(usable, np.abs(a - t) / step, 0.0)
+        r_err = np.where(usable, np.abs(e - t) / step, 0.0)
     reference_error = float(r_err.max(initial=0.0))
-    bound = ERROR_RATIO * reference_error + FLOOR_EPS * _eps(dtype) * scale
+    if coarse:
+        floor = FP8_FLOOR_ULPS
+    else:
+        floor = FLOOR_EPS * _eps(dtype) * float(np.abs(np.where(usable, t, 0.0)).max(initial=0.0))
+    bound = ERROR_RATIO * reference_error + floor
     # Where the float64 truth itself is not finite (while both outputs are), it cannot judge
     # the element: the kernel is held to the reference by the dtype's table instead.
     tol = default_tolerance(dtype)
     with np.errstate(invalid="ignore", over="ignore"):
         by_table = np.abs(a - e) <= tol.atol + tol.rtol * np.abs(e)
     close = np.where(usable, k_err <= bound, special | by_table)
-    return close, {"rule": "ground truth", "kernel_error": float(k_err.max(initial=0.0)),
-                            "reference_error": reference_error, "bound": bound, "worst": _worst(k_err, a, e, t)}
+    return close, {"rule": "ground truth in steps" if coarse else "ground truth",
+                   "kernel_error": float(k_err.max(initial=0.0)), "reference_error": reference_error,
+                   "bound": bound, "worst": _worst(k_err, a, e, t)}
 
 
 def _coarse(dtype: np.dtype) -> bool:
@@ -260,24 +266,6 @@ def _steps(dtype: np.dtype, t: np.ndarray) -> np.ndarray:
     info = ml_dtypes.finfo(dtype)
     exponent = np.floor(np.log2(np.maximum(np.abs(t), float(info.smallest_normal))))
     return np.exp2(np.minimum(exponent, info.maxexp - 1)) * float(info.eps)
-
-
-def _against_truth_in_steps(a: np.ndarray, e: np.ndarray, t: np.ndarray, special: np.ndarray,
-                            dtype: np.dtype) -> tuple[np.ndarray, dict]:
-    """The precision oracle for 8-bit floats: per element, in steps of ``dtype`` at the truth."""
-    usable = ~special & np.isfinite(t)
-    step = _steps(dtype, np.where(usable, t, 1.0))
-    with np.errstate(invalid="ignore", over="ignore"):  # non-finite elements are masked out below
-        k_err = np.where(usable, np.abs(a - t) / step, 0.0)
-        r_err = np.where(usable, np.abs(e - t) / step, 0.0)
-    reference_error = float(r_err.max(initial=0.0))
-    bound = ERROR_RATIO * reference_error + FP8_FLOOR_ULPS
-    tol = default_tolerance(dtype)
-    with np.errstate(invalid="ignore", over="ignore"):
-        by_table = np.abs(a - e) <= tol.atol + tol.rtol * np.abs(e)
-    close = np.where(usable, k_err <= bound, special | by_table)
-    return close, {"rule": "ground truth in steps", "kernel_error": float(k_err.max(initial=0.0)),
-                   "reference_error": reference_error, "bound": bound, "worst": _worst(k_err, a, e, t)}
 
 
 def _by_depth(a: np.ndarray, e: np.ndarray, diff: np.ndarray, special: np.ndarray, dtype: np.dtype,

@@ -22,7 +22,7 @@ from pallas_verify.execution.isolation import Pending, Worker
 from pallas_verify.findings import Finding
 from pallas_verify.spec import KernelSpec
 
-__all__ = ["StaticLedger", "StaticResult", "blame_finding", "serve_task", "start_static_check", "static_check"]
+__all__ = ["StaticLedger", "StaticResult", "blame_finding", "serve_task", "start_static_check"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -109,12 +109,6 @@ def _failure(spec: KernelSpec, config: Mapping[str, Any], outcome: Outcome) -> F
         evidence = {"error_type": error.type, "traceback": error.traceback[-4000:]}
     return Finding(kind=kind, kernel=spec.name, backend="static", message=message,  # type: ignore[arg-type]
                    config=dict(config), evidence=evidence)
-
-
-def static_check(spec: KernelSpec, config: Mapping[str, Any], inputs: Sequence[np.ndarray], *,
-                 spec_ref: str | None = None, worker: Worker | None = None, timeout_s: float = 120.0) -> StaticResult:
-    """The static grid check of ``spec`` on one example (traced in ``worker`` when given)."""
-    return start_static_check(spec, config, inputs, spec_ref=spec_ref, worker=worker, timeout_s=timeout_s)()
 
 
 def start_static_check(spec: KernelSpec, config: Mapping[str, Any], inputs: Sequence[np.ndarray], *,
