@@ -125,7 +125,7 @@ class _Search:
         except Unsupported as exc:
             self.unsupported = str(exc)
         now = time.perf_counter() - self.kernel_started
-        if static is not None:  # traced meanwhile (in a worker of its own when isolated)
+        if static is not None:  # traced meanwhile where it has a worker of its own
             static()
         if self.unsupported:
             return

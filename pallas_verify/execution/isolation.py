@@ -85,22 +85,16 @@ class Worker:
         The case is stopped at ``timeout_s``, or earlier when, past ``idle_after_s``, the
         worker uses no CPU (a hang, not a slow computation; see caselimit.py).
         """
-        return self.call(_case_request(spec_ref, case), timeout_s=timeout_s, idle_after_s=idle_after_s)
+        return self.collect(self.submit_case(spec_ref, case), timeout_s=timeout_s, idle_after_s=idle_after_s)
 
     def submit_case(self, spec_ref: str, case: Case) -> Pending:
         """Start running ``case`` (see ``run``) without waiting; ``collect`` the Outcome."""
         return self.submit(_case_request(spec_ref, case))
 
-    def call(self, request: dict[str, Any], *, timeout_s: float | None = None,
-             idle_after_s: float | None = None) -> Any:
-        """Send one request (a case to run, or a ``task`` such as the static check) and
-        return the worker's answer, or an Outcome saying it timed out or crashed."""
-        pending = self.submit(request)
-        return self.collect(pending, timeout_s=timeout_s, idle_after_s=idle_after_s)
-
     def submit(self, request: dict[str, Any]) -> Pending:
-        """Send one request without waiting for the answer; ``collect`` it before the
-        next ``submit`` (the worker answers one request at a time)."""
+        """Send one request (a case, or a ``task`` such as the static check) without waiting
+        for the answer; ``collect`` it before the next ``submit`` (the worker answers one
+        request at a time; a submit over an uncollected answer restarts the worker)."""
         if self._awaiting is not None:  # its caller was interrupted: that answer would be taken for this one
             self.close()
         if self._proc is None or self._proc.poll() is not None:
