@@ -31,6 +31,7 @@ from pallas_verify.backends.wrap import WRAPS, inexact, split
 from pallas_verify.case import Case, Outcome
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.findings import Finding
+from pallas_verify.oracles.base import case_finding
 from pallas_verify.reference import Truth, reference_outputs, spec_truth
 from pallas_verify.spec import TRANSFORMS, KernelSpec, Tolerance
 
@@ -164,13 +165,13 @@ def _grad_tolerance(spec: KernelSpec, expected: Sequence[np.ndarray]) -> Toleran
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Rule:
-    """How one transform extends an example, wraps the kernel and computes the expected.
+    """How one transform extends an example and computes the expected (backends/wrap.py
+    wraps the kernel).
 
     Attributes:
       name: the transform's name (one of ``spec.TRANSFORMS``).
       extend: ``(data, spec, config, inputs, more) -> extended inputs``; ``more()`` draws
         another example's inputs for the same config.
-      wrap: the kernel (bound to its config) -> the transformed call of the extended inputs.
       expected: ``(spec, config, extended inputs) -> (outputs, paths)`` from the reference.
       truth: ``(spec, config, extended inputs) -> Truth``: the same in float64.
       tolerance: ``(spec, expected outputs) -> Tolerance`` used to compare under an
@@ -179,15 +180,14 @@ class Rule:
 
     name: str
     extend: Callable[..., Arrays]
-    wrap: Callable[[Callable[..., Any]], Callable[..., Any]]
     expected: Callable[..., tuple[list[np.ndarray], list[str]]]
     truth: Callable[..., Truth]
     tolerance: Callable[[KernelSpec, Sequence[np.ndarray]], Tolerance | None] | None = None
 
 
 RULES: Mapping[str, Rule] = {
-    "vmap": Rule(name="vmap", extend=_vmap_extend, wrap=WRAPS["vmap"], expected=_vmap_expected, truth=_vmap_truth),
-    "grad": Rule(name="grad", extend=_grad_extend, wrap=WRAPS["grad"], expected=_grad_expected, truth=_grad_truth,
+    "vmap": Rule(name="vmap", extend=_vmap_extend, expected=_vmap_expected, truth=_vmap_truth),
+    "grad": Rule(name="grad", extend=_grad_extend, expected=_grad_expected, truth=_grad_truth,
                  tolerance=_grad_tolerance),
 }
 assert tuple(RULES) == TRANSFORMS, "every transform of spec.TRANSFORMS needs exactly one rule"
@@ -244,10 +244,8 @@ def per_example_findings(case: Case, outcome: Outcome, run: Callable[[Case], Out
                                 _example(truth, b))
         bad = [c.describe() for c in table if not c.ok]
         if bad:
-            return [Finding(kind="mismatch", kernel=case.spec.name, backend=case.backend, config=dict(case.config),
-                            mode=dict(case.mode), transform="vmap", evidence={"outputs": bad, "example": b},
-                            message=f"under vmap, example {b} of the batch differs from the kernel run on that "
-                            "example alone:\n" + "\n".join(bad))]
+            return [case_finding(case, "mismatch", f"under vmap, example {b} of the batch differs from the kernel "
+                                 "run on that example alone:\n" + "\n".join(bad), outputs=bad, example=b)]
     return []
 
 

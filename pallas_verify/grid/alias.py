@@ -31,7 +31,7 @@ import dataclasses
 
 import numpy as np
 
-from pallas_verify.grid.trace import BlockOperand, PallasCall, block_indices
+from pallas_verify.grid.trace import UNWINDOWED_SPACES, BlockOperand, PallasCall, block_indices
 
 __all__ = ["ALIAS_HAZARD", "AliasHazard", "alias_hazards", "core_of", "element_boxes"]
 
@@ -86,15 +86,12 @@ def element_boxes(operand: BlockOperand, indices: np.ndarray) -> tuple[np.ndarra
     return np.clip(lo, 0, shape), np.clip(hi, 0, shape)
 
 
-_KERNEL_MANAGED = ("any", "hbm", "semaphore_mem", "host")
-
-
 def alias_hazards(call: PallasCall, points: np.ndarray) -> list[AliasHazard]:
     """Hazards of every aliased (input, output) pair of ``call`` (its grid is ``points``)."""
     found = []
     for i, o in call.aliases:
         source, target = call.inputs[i], call.outputs[o]
-        if source.memory_space in _KERNEL_MANAGED or target.memory_space in _KERNEL_MANAGED:
+        if source.memory_space in UNWINDOWED_SPACES or target.memory_space in UNWINDOWED_SPACES:
             continue  # pl.ANY/HBM operands: the kernel's own DMAs, which no index map describes
         if not (source.element_window and target.element_window):
             found.append(AliasHazard(kind="skipped", call=call.name, operand=f"{source.name} aliased to {target.name}",

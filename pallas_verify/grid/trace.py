@@ -17,7 +17,7 @@ from pallas_verify import _jax_compat
 __all__ = ["BlockOperand", "PallasCall", "block_indices", "grid_mappings", "grid_points"]
 
 _TRANSPARENT = frozenset({"convert_element_type", "copy", "copy_p", "reduce_precision"})
-_UNWINDOWED_SPACES = frozenset({"any", "hbm", "semaphore_mem", "host"})
+UNWINDOWED_SPACES = frozenset({"any", "hbm", "semaphore_mem", "host"})
 _UNKNOWN = object()
 
 
@@ -228,7 +228,7 @@ def _operand(bm: _jax_compat.BlockMapping, i: int, num_inputs: int) -> BlockOper
     is_output = i >= num_inputs
     index = i - num_inputs if is_output else i
     space = bm.memory_space
-    sizes, windowed, element_dims, elements = [], space not in _UNWINDOWED_SPACES, [], []
+    sizes, windowed, element_dims, elements = [], space not in UNWINDOWED_SPACES, [], []
     for b in bm.block_dims:
         if isinstance(b, pl.Blocked):
             sizes.append(int(b.block_size))

@@ -93,8 +93,9 @@ def _start(task: str, spec: KernelSpec, spec_ref: str | None, worker: Worker | N
     return _Task(spec, request, worker, timeout_s, worker.submit(request))
 
 
-def _failure(spec: KernelSpec, config: Mapping[str, Any], outcome: Outcome) -> Finding:
-    what = f"tracing {spec.name!r} for the static grid check"
+def _failure(spec: KernelSpec, config: Mapping[str, Any], outcome: Outcome,
+             purpose: str = "the static grid check") -> Finding:
+    what = f"tracing {spec.name!r} for {purpose}"
     evidence: dict[str, Any] = {}
     if outcome.crashed:
         kind, message = "crash", f"{what} crashed the process: {outcome.crashed}"
@@ -141,8 +142,7 @@ def blame_finding(finding: Finding, spec: KernelSpec, inputs: Sequence[np.ndarra
     answer = _start("blame", spec, spec_ref, worker, timeout_s, config=dict(finding.config), inputs=tuple(inputs),
                     transform=finding.transform, masks=list(masks), errors=list(errors)).answer()
     if isinstance(answer, Outcome):
-        failed = _failure(spec, finding.config, answer)
-        reason = failed.message.replace("for the static grid check", "for blame")
+        reason = _failure(spec, finding.config, answer, "blame").message
         return dataclasses.replace(finding, evidence={**finding.evidence, "blame_error": reason})
     if not answer.outputs:
         return finding
