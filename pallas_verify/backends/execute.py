@@ -48,7 +48,7 @@ def jitted(case: Case) -> Callable[..., Any]:
         def bound(*xs: Any) -> Any:
             return kernel(*xs, **config)
 
-        fn = _JIT_CACHE[key] = jax.jit(transformed(bound, case.transform, case))
+        fn = _JIT_CACHE[key] = jax.jit(transformed(bound, case.transform))
         if len(_JIT_CACHE) > _JIT_CACHE_SIZE:
             _JIT_CACHE.popitem(last=False)
     return fn

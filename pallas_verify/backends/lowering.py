@@ -125,7 +125,7 @@ def _bound(case: Case) -> Any:
     """
     from pallas_verify.backends.wrap import transformed
 
-    return transformed(functools.partial(case.spec.kernel, **case.config), case.transform, case)
+    return transformed(functools.partial(case.spec.kernel, **case.config), case.transform)
 
 
 def trim_message(text: str) -> str:

@@ -79,9 +79,8 @@ def _wrap(transform: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return WRAPS[transform]
 
 
-def transformed(fn: Callable[..., Any], transform: str | None, case: Any) -> Callable[..., Any]:
+def transformed(fn: Callable[..., Any], transform: str | None) -> Callable[..., Any]:
     """``fn`` (the kernel bound to its config) under ``transform`` (None: ``fn`` itself)."""
-    del case
     return fn if transform is None else _wrap(transform)(fn)
 
 

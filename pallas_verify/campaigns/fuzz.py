@@ -48,8 +48,6 @@ class _Run:
     stop: bool = False
     slices: int = 0
     examples: int = 0
-    visited: int = 0
-    round: int = 0
     done: dict[tuple[str, str], BackendResult] = dataclasses.field(default_factory=dict)
     retired: set[Cell] = dataclasses.field(default_factory=set)
     signatures: set[str] = dataclasses.field(default_factory=set)
@@ -62,8 +60,7 @@ class _Run:
             if not batch:
                 return
             random.Random(self.seed + round_no).shuffle(batch)
-            for i, cell in enumerate(batch):
-                self.visited, self.round = i + 1, round_no + 1
+            for cell in batch:
                 if cell not in self.retired:
                     yield cell
 
@@ -162,7 +159,7 @@ class _Run:
             self.db.drop(entry)
             self.progress.note(f"fixed: {finding.kind} in {finding.kernel} on {finding.backend} no longer reproduces")
 
-    def show(self, elapsed: float, executor: Executor) -> None:
+    def show(self, elapsed: float) -> None:
         keys = [(c.kernel, c.backend) for c in self.cells]
         running = {(c.kernel, c.backend) for c in self.units.values()}
         self.progress.show(elapsed=elapsed, cells=per_backend(keys, self.reached(), running),
@@ -251,7 +248,7 @@ def _loop(run: _Run, executor: Executor, started: float) -> None:
             for done in executor.poll(0.5):
                 if not run.stop:
                     run.absorb(done)
-            run.show(elapsed, executor)
+            run.show(elapsed)
     finally:
         for work in executor.cancel():
             run.units.pop(work.uid, None)

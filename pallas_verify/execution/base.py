@@ -79,10 +79,6 @@ class Done:
     seconds: float
     attempts: int = 1
 
-    @property
-    def failed(self) -> bool:
-        return "error" in self.result
-
 
 def lost(kind: str, message: str, traceback: str = "") -> dict[str, Any]:
     """The result of a unit that did not return: a crash, a timeout or an exception."""

@@ -200,7 +200,7 @@ def grad_inputs(spec, config, inputs) -> tuple:
 
 def grads(spec, config, extended) -> list[np.ndarray]:
     """The kernel's VJP on the HLO interpreter (the bug is in the math, not the memory)."""
-    fn = wrap.transformed(functools.partial(spec.kernel, **config), "grad", None)
+    fn = wrap.transformed(functools.partial(spec.kernel, **config), "grad")
     with pltpu.force_tpu_interpret_mode(True):
         return [np.asarray(g) for g in jax.jit(fn)(*extended)]
 

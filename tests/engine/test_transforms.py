@@ -28,12 +28,12 @@ def test_rules_cover_every_transform():
 
 def test_unknown_transform_is_rejected_with_choices():
     with pytest.raises(InvalidArgument, match=r"transform='vjp' is not one of \('vmap', 'grad'\)"):
-        wrap.transformed(lambda x: x, "vjp", None)
+        wrap.transformed(lambda x: x, "vjp")
 
 
 def test_no_transform_is_the_function_itself():
     fn = lambda x: x  # noqa: E731
-    assert wrap.transformed(fn, None, None) is fn
+    assert wrap.transformed(fn, None) is fn
 
 
 @given(st.data())
