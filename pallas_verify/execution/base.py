@@ -16,6 +16,7 @@ import dataclasses
 import importlib
 import itertools
 import socket
+import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -86,9 +87,13 @@ def lost(kind: str, message: str, traceback: str = "") -> dict[str, Any]:
 
 
 def run_entry(work: Work) -> dict[str, Any]:
-    """Call the unit's entry function in this process (the worker side of every executor)."""
+    """Call the unit's entry function in this process (the worker side of every executor);
+    an exception it raises is the unit's ``exception`` result."""
     module, _, name = work.entry.partition(":")
-    return getattr(importlib.import_module(module), name)(work)
+    try:
+        return getattr(importlib.import_module(module), name)(work)
+    except Exception as exc:
+        return lost("exception", f"{type(exc).__name__}: {exc}", traceback.format_exc())
 
 
 def host() -> str:

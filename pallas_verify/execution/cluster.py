@@ -15,7 +15,6 @@ import dataclasses
 import os
 import sys
 import time
-import traceback
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -39,11 +38,7 @@ def _task(work: Work) -> dict[str, Any]:
     configure()
     os.environ[PARALLEL_RUNS_ENV] = str(os.cpu_count() or 1)  # Ray runs a task per CPU of the node
     node = f"{host()}:{ray.get_runtime_context().get_node_id()[:8]}"
-    try:
-        result = run_entry(work)
-    except Exception as exc:
-        result = lost("exception", f"{type(exc).__name__}: {exc}", traceback.format_exc())
-    return {"result": result, "node": node}
+    return {"result": run_entry(work), "node": node}
 
 
 @dataclasses.dataclass

@@ -13,7 +13,6 @@ import multiprocessing
 import os
 import signal
 import time
-import traceback
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -35,11 +34,7 @@ def _serve(conn: Connection, runs: int) -> None:
             work = conn.recv()
         except (EOFError, OSError):
             return
-        try:
-            result = run_entry(work)
-        except Exception as exc:
-            result = lost("exception", f"{type(exc).__name__}: {exc}", traceback.format_exc())
-        conn.send(result)
+        conn.send(run_entry(work))
 
 
 @dataclasses.dataclass
