@@ -28,6 +28,7 @@ update, or an accumulation over consecutive "arbitrary" steps) are clean.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -86,8 +87,10 @@ def element_boxes(operand: BlockOperand, indices: np.ndarray) -> tuple[np.ndarra
     return np.clip(lo, 0, shape), np.clip(hi, 0, shape)
 
 
-def alias_hazards(call: PallasCall, points: np.ndarray) -> list[AliasHazard]:
-    """Hazards of every aliased (input, output) pair of ``call`` (its grid is ``points``)."""
+def alias_hazards(call: PallasCall, points: np.ndarray,
+                  evaluated: Mapping[str, np.ndarray] | None = None) -> list[AliasHazard]:
+    """Hazards of every aliased (input, output) pair of ``call`` (its grid is ``points``);
+    ``evaluated`` holds operands' block indices already computed (by name)."""
     found = []
     for i, o in call.aliases:
         source, target = call.inputs[i], call.outputs[o]
@@ -99,7 +102,7 @@ def alias_hazards(call: PallasCall, points: np.ndarray) -> list[AliasHazard]:
                                               f"{target.name} has a dimension that is neither a block nor a "
                                               "pl.Element window, so its elements cannot be located statically")))
             continue
-        hazard = _pair_hazard(call, source, target, points)
+        hazard = _pair_hazard(call, source, target, points, evaluated or {})
         if hazard is not None:
             found.append(hazard)
     return found
@@ -133,10 +136,10 @@ def _events(operand, points, blocks, core, *, write: bool) -> _Events:
     return _Events(core[keep], step[keep], points[keep], lo, hi, blocks[keep])
 
 
-def _pair_hazard(call, source, target, points) -> AliasHazard | None:
+def _pair_hazard(call, source, target, points, evaluated) -> AliasHazard | None:
     pair = f"{source.name} aliased to {target.name}"
-    reads_at = block_indices(call, source, points)
-    writes_at = block_indices(call, target, points)
+    reads_at, writes_at = (evaluated[o.name] if o.name in evaluated else block_indices(call, o, points)
+                           for o in (source, target))
     tiled = (source.block_shape == target.block_shape and source.array_shape == target.array_shape
              and not any(w is not None for w in (*source.element_window, *target.element_window)))
     for cores in CORE_COUNTS:

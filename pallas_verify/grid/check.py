@@ -95,6 +95,7 @@ def check_call(call: PallasCall, *, max_points: int = DEFAULT_MAX_POINTS) -> lis
     if reason is not None:
         return [*issues, skipped(call.name, reason)]
     points = grid_points(call.grid)
+    evaluated: dict[str, np.ndarray] = {}  # operand name -> its block indices at every grid point
     for operand in (*call.inputs, *call.outputs):
         if operand.element_dims:
             issues.append(skipped(call.name, (
@@ -104,7 +105,7 @@ def check_call(call: PallasCall, *, max_points: int = DEFAULT_MAX_POINTS) -> lis
         if not operand.windowed:
             continue
         try:
-            blocks = block_indices(call, operand, points)
+            blocks = evaluated[operand.name] = block_indices(call, operand, points)
         except Exception as exc:  # an index map this check cannot evaluate: say so, never pass
             issues.append(skipped(call.name, (
                 f"the index_map of {operand.name} could not be evaluated ({type(exc).__name__}: "
@@ -113,7 +114,7 @@ def check_call(call: PallasCall, *, max_points: int = DEFAULT_MAX_POINTS) -> lis
         issues.extend(_bounds_issues(call, operand, points, blocks))
         if operand.is_output:
             issues.extend(_output_issues(call, operand, points, blocks))
-    issues.extend(GridIssue(**vars(h)) for h in alias_hazards(call, points))
+    issues.extend(GridIssue(**vars(h)) for h in alias_hazards(call, points, evaluated))
     return issues
 
 
