@@ -74,7 +74,7 @@ def _timed(executor: Any, units: list[Any]) -> float:
         while waiting and executor.free() > 0:
             executor.submit(waiting.pop(0))
         finished = executor.poll(0.2)
-        failed = [d.result["error"] for d in finished if d.failed]
+        failed = [d.result["error"] for d in finished if "error" in d.result]
         if failed:
             raise RuntimeError(f"a benchmark unit failed: {failed[0]}")
         done += len(finished)
