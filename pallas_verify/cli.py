@@ -8,10 +8,9 @@ import sys
 from collections.abc import Sequence
 
 from pallas_verify._env import configure
+from pallas_verify.exits import EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE
 
 __all__ = ["main"]
-
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
 def _parser() -> argparse.ArgumentParser:

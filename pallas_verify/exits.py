@@ -1,0 +1,27 @@
+"""The exit statuses of the ``pallas-verify`` commands: one table, read by every front end.
+
+A run's status says what happened, most important first: findings (1) win over an
+incomplete run, so a bug found before a cancel is never reported as a cancel; a run cut
+short (SIGINT, SIGTERM) with nothing found is 130, never 0; a run that finished its
+budget without reaching every cell, or lost units to its infrastructure, is 4. Usage
+errors and invalid specs are 2. Reproducers use 0, 1 and 3 (``reports.reproduce``).
+"""
+
+from __future__ import annotations
+
+__all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_INCOMPLETE", "EXIT_INTERRUPTED", "EXIT_USAGE", "run_status"]
+
+EXIT_CLEAN = 0  # every cell ran, nothing found
+EXIT_FINDINGS = 1  # something was found (whether or not the run was complete)
+EXIT_USAGE = 2  # a usage error, an unloadable spec file or an invalid spec
+EXIT_INCOMPLETE = 4  # nothing found, but some cells were not reached or units were lost
+EXIT_INTERRUPTED = 130  # stopped by SIGINT or SIGTERM before the end, nothing found
+
+
+def run_status(*, findings: bool, interrupted: bool = False, incomplete: bool = False) -> int:
+    """The exit status of a run: findings first, then an interruption, then incompleteness."""
+    if findings:
+        return EXIT_FINDINGS
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_INCOMPLETE if incomplete else EXIT_CLEAN
