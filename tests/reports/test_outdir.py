@@ -13,7 +13,8 @@ def test_a_missing_folder_is_created(tmp_path):
 
 
 def test_a_file_is_refused(tmp_path):
-    f = tmp_path / "f"; f.write_text("")
+    f = tmp_path / "f"
+    f.write_text("")
     with pytest.raises(InvalidArgument, match=r"--out '.*f' is not a folder"):
         writable_dir(f)
 
