@@ -12,7 +12,6 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.spec import KernelSpec
@@ -126,8 +125,10 @@ def _ref_for(module: ModuleType, where: str, attr: str) -> str:
 def spec_ref(spec: KernelSpec) -> str | None:
     """A reference that loads ``spec`` again in another process, or None if none exists.
 
-    Specs loaded by reference remember it; otherwise the module that defines the kernel
-    is searched for a module-level attribute holding this very spec.
+    Specs loaded by reference remember it; otherwise the module that constructed the
+    spec, then the modules of its kernel and reference (a wrapper such as
+    ``functools.wraps`` may name another library's module there), are searched for a
+    module-level attribute holding this very spec.
     """
     if id(spec) in _REFS:
         return _REFS[id(spec)]
@@ -150,6 +151,7 @@ def _by_path(module: ModuleType) -> bool:
     return "." not in module.__name__ and not hasattr(module, "__path__")
 
 
-def _candidate_modules(spec: Any) -> list[ModuleType]:
-    names = {getattr(spec.kernel, "__module__", None), getattr(spec.reference, "__module__", None)}
+def _candidate_modules(spec: KernelSpec) -> list[ModuleType]:
+    names = dict.fromkeys([spec.module, getattr(spec.kernel, "__module__", None),
+                           getattr(spec.reference, "__module__", None)])
     return [sys.modules[n] for n in names if n in sys.modules]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, get_args
 
@@ -97,6 +98,13 @@ class KernelSpec:
         object.__setattr__(self, "unsupported", dict(self.unsupported))
         if not isinstance(self.bitwise_stable, bool):
             raise InvalidSpec(f"KernelSpec {self.name!r}: bitwise_stable={self.bitwise_stable!r} must be True or False.")
+        object.__setattr__(self, "_module", _constructing_module())
+
+    @property
+    def module(self) -> str | None:
+        """The name of the module whose code constructed this spec (None if unknown): where
+        ``loader.spec_ref`` looks first for the module-level name that holds it."""
+        return self.__dict__.get("_module")
 
     def unsupported_reason(self, backend: str) -> str | None:
         """The declared reason this kernel does not support ``backend``, if any."""
@@ -104,6 +112,19 @@ class KernelSpec:
             if fnmatch.fnmatchcase(backend, pattern):
                 return reason
         return None
+
+
+# Frames between a KernelSpec's caller and __post_init__: this module (and the __init__
+# dataclasses generates for it) and dataclasses.replace.
+_PLUMBING = frozenset({__name__, "dataclasses"})
+
+
+def _constructing_module() -> str | None:
+    """The ``__name__`` of the first frame outside KernelSpec's own construction."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") in _PLUMBING:
+        frame = frame.f_back
+    return frame.f_globals.get("__name__") if frame is not None else None
 
 
 def _check_name(name: object) -> None:

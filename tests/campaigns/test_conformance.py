@@ -30,15 +30,18 @@ def test_kernel_patterns_select_bundled_specs():
 
 
 @pytest.mark.slow
-def test_conformance_writes_the_matrix_with_transform_columns_and_runs_multi_device_kernels(tmp_path):
+def test_conformance_with_its_default_kernels_loads_and_runs_every_bundled_spec(tmp_path):
+    """The default run: every catalog and upstream spec loads by reference in the unit's
+    worker (whatever wraps its kernel), the matrix has transform columns, and the
+    multi-device kernels run on the 4 host devices conformance sets up."""
     run = subprocess.run(
-        [sys.executable, "-m", "pallas_verify.cli", "conformance", "--kernels", "ring_permute,ragged_add",
-         "--backends", "interpret,gpu_interpret", "--max-examples", "2", "--out", str(tmp_path)],
+        [sys.executable, "-m", "pallas_verify.cli", "conformance",
+         "--backends", "interpret,gpu_interpret", "--max-examples", "1", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=900,
     )
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.splitlines()
-    assert "[1/2] ragged_add: 2 PASS, 2 skip" in lines  # progress: one line per kernel
+    assert f"[1/{len(bundled_specs())}] ragged_add: 2 PASS, 2 skip" in lines  # progress: a line per kernel
     header = next(i for i, line in enumerate(lines) if line.startswith("kernel "))
     assert lines[header].split() == ["kernel", "interpret", "gpu_interpret"]
     rows = [line.split() for line in lines[header + 1:lines.index("", header)]]
@@ -48,10 +51,12 @@ def test_conformance_writes_the_matrix_with_transform_columns_and_runs_multi_dev
     assert "SKIPPED" not in run.stdout
     report = json.loads((tmp_path / "report.json").read_text())
     cells = {k["name"]: k["results"] for k in report["kernels"]}
+    assert set(cells) == {s.name for s in bundled_specs()}
+    assert cells["upstream_gpu_layer_norm"]["interpret"]["status"] == "pass"  # its kernel wraps jax's
     assert cells["ring_permute"]["interpret"]["status"] == "pass"  # 4 host devices were set up
     assert cells["ragged_add"]["interpret+vmap"]["status"] == "pass"
     assert cells["ragged_add"]["gpu_interpret"]["status"] == "skipped"
     assert "kernel targets ['tpu']" in cells["ragged_add"]["gpu_interpret"]["reason"]
     markdown = (tmp_path / "report.md").read_text()
-    assert "| kernel | interpret | interpret+vmap | gpu_interpret |" in markdown
+    assert "| kernel | interpret | interpret+grad | interpret+vmap | gpu_interpret | gpu_interpret+grad |" in markdown
     assert (tmp_path / "report.html").exists() and (tmp_path / "report.junit.xml").exists()
