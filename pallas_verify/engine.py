@@ -45,6 +45,7 @@ from pallas_verify.profiles import profile_settings
 from pallas_verify.reports.report import (
     BackendResult,
     Report,
+    divergence_cells,
     join_reasons,
     kernel_entry,
     unrun_results,
@@ -268,6 +269,7 @@ def verify(
             report.kernels[-1]["notes"] = sorted(runner.notes)
         if runner.static_notes:  # parts of the static check that did not run, and why
             report.kernels[-1]["static_skipped"] = list(runner.static_notes)
+    report.results = divergence_cells(report.results, report.findings)
     order = {name: i for i, name in enumerate(report.backends)}
     report.results.sort(key=lambda r: (order.get(r.backend, len(order)), r.transform or ""))
     static_kinds = sorted({f.kind for f in report.findings if f.backend == "static"})

@@ -71,7 +71,7 @@ class Runner:
         self._static: dict[str, list[Finding]] = {}
         self.static_notes: list[str] = []  # "static check skipped for <call>: <reason>", each once
         self._expected: collections.OrderedDict[str, Any] = collections.OrderedDict()
-        self._outputs: dict[str, dict[str, tuple[np.ndarray, ...]]] = {}
+        self._outputs: dict[str, dict[str, tuple[Outcome, Mapping[str, Any]]]] = {}  # example -> backend -> (outcome, mode)
         self.reference_runs = 0  # examples whose reference was computed (not served from the cache)
         self.notes: set[str] = set()
         self._workers: dict[str, Worker] = {}
@@ -194,7 +194,7 @@ class Runner:
             return [self._blamed(f, judged, outcome, expected, truth) for f in found]
         found = self._metamorphic(backend, case, outcome, paths)
         if not found and backend.executes and transform is None:
-            found = self._divergence(key, case, outcome, paths)
+            found = self._divergence(key, case, outcome, paths, expected, truth)
         if not found and backend.executes and transform is not None:
             found = transforms.per_example_findings(case, outcome, self.run, paths, truth)
         return found
@@ -209,15 +209,16 @@ class Runner:
                   for c, a, e in zip(table, outcome.outputs, expected, strict=True)]
         return self._with_blame(finding, judged.inputs, [c.bad for c in table], errors)
 
-    def _divergence(self, key: str, case: Case, outcome: Outcome, paths: list[str]) -> list[Finding]:
+    def _divergence(self, key: str, case: Case, outcome: Outcome, paths: list[str], expected: Sequence[np.ndarray],
+                    truth: Truth | None) -> list[Finding]:
         """Compare with every other backend that ran this very example and passed."""
         seen = self._outputs.setdefault(key, {})
         found = []
-        for other, outputs in seen.items():
+        for other, (other_outcome, other_mode) in seen.items():
             if other != case.backend:
-                other_case = dataclasses.replace(case, backend=other)
-                found += divergence_findings([other_case, case], [Outcome(outputs=outputs), outcome], paths)
-        seen[case.backend] = outcome.outputs  # type: ignore[assignment]
+                other_case = dataclasses.replace(case, backend=other, mode=other_mode)
+                found += divergence_findings([other_case, case], [other_outcome, outcome], paths, expected, truth)
+        seen[case.backend] = (Outcome(outputs=outcome.outputs), dict(case.mode))
         return found
 
     def _metamorphic(self, backend: Backend, case: Case, base: Outcome, paths: list[str]) -> list[Finding]:

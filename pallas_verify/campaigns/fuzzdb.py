@@ -44,7 +44,8 @@ def replay_script(script: str | Path) -> int:
     try:
         names = runpy.run_path(str(script), run_name="pallas_verify_replay")
         case = {"backend": names["BACKEND"], "kind": names["KIND"], "config": names["CONFIG"],
-                "mode": names["MODE"], "inputs": names["INPUTS"], "transform": names.get("TRANSFORM")}
+                "mode": names["MODE"], "inputs": names["INPUTS"], "transform": names.get("TRANSFORM"),
+                "others": names.get("OTHERS")}
         spec = names["SPEC"]
     except Exception as exc:
         print(f"cannot run this case: reproducer {str(script)!r} does not load: {type(exc).__name__}: {exc}")

@@ -1,31 +1,111 @@
 """Backend divergence: executing backends that each pass the reference must agree bitwise
-with each other (for specs that declare ``bitwise_stable``)."""
+with each other (for specs that declare ``bitwise_stable``).
+
+Two backends that both pass can still disagree: the precision oracle's bound is a max
+norm, so a backend that corrupts a few small elements next to large ones can stay under
+it. Where they differ, the float64 reference (the working-precision one when there is no
+float64 truth) decides which of them is wrong: the backend whose error there is more
+than ``DECISIVE`` times the other's is blamed. When neither is, the reference cannot
+decide, and the finding names both.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from pallas_verify.case import Case, Outcome
 from pallas_verify.findings import Finding
-from pallas_verify.oracles.base import bitwise_differences, case_finding
+from pallas_verify.oracles.base import bitwise_differences, bitwise_equal, case_finding
 
-__all__ = ["divergence_findings"]
+if TYPE_CHECKING:
+    from pallas_verify.reference import Truth
+
+__all__ = ["DECISIVE", "blamed_backends", "divergence_findings"]
+
+# How much farther from the reference one backend must be, on the elements where the two
+# differ, to be the one that disagrees with it.
+DECISIVE = 2.0
 
 
-def divergence_findings(cases: Sequence[Case], outcomes: Sequence[Outcome], paths: Sequence[str]) -> list[Finding]:
+def divergence_findings(cases: Sequence[Case], outcomes: Sequence[Outcome], paths: Sequence[str],
+                        expected: Sequence[np.ndarray] | None = None, truth: Truth | None = None) -> list[Finding]:
     """Executing backends that each pass the reference but differ from each other bitwise.
 
-    Only for specs declaring ``bitwise_stable`` (no floating-point reassociation that a
-    backend may legitimately order differently); reported against the later backend.
+    Each later run is compared with the first; the finding is reported against the
+    backend that disagrees with the reference (``expected``, or ``truth`` where it has a
+    float64 value), or, when the reference cannot decide, against the later backend with
+    both named in ``evidence["blamed"]``.
     """
     runs = [(c, o) for c, o in zip(cases, outcomes, strict=True) if o.ok and o.outputs is not None]
     if len(runs) < 2 or not runs[0][0].spec.bitwise_stable:
         return []
-    (first_case, first), found = runs[0], []
-    for case, outcome in runs[1:]:
-        lines = bitwise_differences(paths, first.outputs, outcome.outputs)  # type: ignore[arg-type]
+    first, found = runs[0], []
+    for later in runs[1:]:
+        lines = bitwise_differences(paths, first[1].outputs, later[1].outputs)  # type: ignore[arg-type]
         if lines:
-            found.append(case_finding(case, "backend_divergence", f"outputs agree with the reference on both "
-                                      f"{first_case.backend} and {case.backend} but differ bitwise between them:\n"
-                                      + "\n".join(lines), other_backend=first_case.backend))
+            found.append(_finding(first, later, lines, _targets(expected, truth, len(paths))))
     return found
+
+
+def _targets(expected: Sequence[np.ndarray] | None, truth: Truth | None, n: int) -> list[np.ndarray | None]:
+    """Per output, what the backends are measured against: the float64 truth where there
+    is one for a floating-point output, else the working-precision reference."""
+    if expected is None:
+        return [None] * n
+    exact = truth.outputs if truth is not None and truth.outputs is not None else [None] * n
+    return [t if t is not None and np.shape(t) == np.shape(e) and np.asarray(e).dtype.kind == "f" else e
+            for e, t in zip(expected, exact, strict=True)]
+
+
+def _error(outputs: Sequence[np.ndarray], other: Sequence[np.ndarray], targets: Sequence[np.ndarray | None]) -> float:
+    """The largest distance from the reference of ``outputs`` where they differ from ``other``
+    (a NaN or inf where the reference has a different value counts as infinitely far)."""
+    worst = 0.0
+    for out, oth, target in zip(outputs, other, targets, strict=True):
+        differ = ~bitwise_equal(out, oth)
+        if target is None or not differ.any() or np.shape(target) != np.shape(out):
+            continue
+        a, t = np.asarray(out, np.float64)[differ], np.asarray(target, np.float64)[differ]
+        with np.errstate(invalid="ignore", over="ignore"):
+            dist = np.abs(a - t)
+        same = (a == t) | (np.isnan(a) & np.isnan(t))
+        dist = np.where(same, 0.0, np.where(np.isfinite(dist), dist, np.inf))
+        worst = max(worst, float(dist.max(initial=0.0)))
+    return worst
+
+
+def blamed_backends(errors: dict[str, float]) -> list[str]:
+    """The backends that disagree with the reference, given each one's error where they
+    differ: the one more than DECISIVE times farther than the other, else both."""
+    (a, err_a), (b, err_b) = errors.items()
+    if err_a > DECISIVE * err_b:
+        return [a]
+    if err_b > DECISIVE * err_a:
+        return [b]
+    return [a, b]
+
+
+def _finding(first: tuple[Case, Outcome], later: tuple[Case, Outcome], lines: list[str],
+             targets: list[np.ndarray | None]) -> Finding:
+    (case_a, out_a), (case_b, out_b) = first, later
+    a, b = case_a.backend, case_b.backend
+    if all(t is None for t in targets):
+        errors: dict[str, float] = {}
+        blamed, verdict = [a, b], "no reference outputs were given to decide which is wrong"
+    else:
+        errors = {a: _error(out_a.outputs, out_b.outputs, targets),  # type: ignore[arg-type]
+                  b: _error(out_b.outputs, out_a.outputs, targets)}  # type: ignore[arg-type]
+        blamed = blamed_backends(errors)
+        verdict = (f"{blamed[0]} disagrees with the reference there" if len(blamed) == 1 else
+                   f"the reference cannot decide between them (neither error is {DECISIVE:g}x the other's)")
+    against = ", ".join(f"{name} by up to {err:.4g}" for name, err in errors.items())
+    message = (f"outputs of {a} and {b} each pass the reference but differ bitwise"
+               + (f"; where they differ, the reference is missed by {against}" if errors else "")
+               + f": {verdict}.\n" + "\n".join(lines))
+    on = case_a if blamed == [a] else case_b
+    return case_finding(on, "backend_divergence", message, backends=[a, b], blamed=blamed, errors=errors,
+                        modes={a: dict(case_a.mode), b: dict(case_b.mode)}, found_on=b,
+                        other_backend=b if on is case_a else a)

@@ -17,7 +17,7 @@ from pallas_verify.findings import Finding
 if TYPE_CHECKING:
     from pallas_verify.spec import KernelSpec
 
-__all__ = ["BackendResult", "Report", "cell_key", "finding_dict", "finding_from_dict", "join_reasons", "jsonable",
+__all__ = ["BackendResult", "Report", "cell_key", "divergence_cells", "finding_dict", "finding_from_dict", "join_reasons", "jsonable",
            "kernel_entry", "unrun_results", "write_atomic"]
 
 Status = Literal["pass", "fail", "unsupported", "skipped"]
@@ -179,6 +179,28 @@ def unrun_results(spec: KernelSpec, backend: str, status: Status, reason: str) -
     transforms), each with ``status`` (skipped or unsupported) and ``reason``."""
     return [BackendResult(kernel=spec.name, backend=backend, status=status, reason=reason, transform=t)
             for t in (None, *spec.transforms)]
+
+
+def divergence_cells(results: list[BackendResult], findings: Iterable[Finding]) -> list[BackendResult]:
+    """The cells as each ``backend_divergence`` blames them: found during one backend's
+    search (``evidence["found_on"]``), it fails the bare-kernel cells of the backends it
+    blames (``evidence["blamed"]``), and that search's cell only when it is one of them."""
+    found_on: set[tuple[str, str]] = set()
+    blamed: set[tuple[str, str]] = set()
+    for f in findings:
+        if f.kind == "backend_divergence" and "blamed" in f.evidence:
+            found_on.add((f.kernel, str(f.evidence.get("found_on", f.backend))))
+            blamed.update((f.kernel, str(b)) for b in f.evidence["blamed"])
+    out = []
+    for r in results:
+        cell = (r.kernel, r.backend)
+        if r.transform is None and cell in found_on and cell not in blamed:
+            reasons = [x for x in r.reasons if x != "backend_divergence"]
+            r = dataclasses.replace(r, status="fail" if reasons else "pass", reason=join_reasons(reasons))
+        elif r.transform is None and cell in blamed and r.status in ("pass", "fail"):
+            r = r.failing(["backend_divergence"])
+        out.append(r)
+    return out
 
 
 def finding_from_dict(data: Mapping[str, Any]) -> Finding:

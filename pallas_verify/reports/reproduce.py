@@ -61,11 +61,12 @@ KIND = {kind!r}
 CONFIG = {config}
 MODE = {mode!r}
 TRANSFORM = {transform!r}
+OTHERS = {others!r}  # other backends the case runs on first (and their modes): a divergence needs them
 INPUTS = Path(__file__).with_suffix(".npz")
 
 if __name__ == "__main__":
     sys.exit(reproduce(SPEC, backend=BACKEND, kind=KIND, config=CONFIG, mode=MODE,
-                       inputs=INPUTS, transform=TRANSFORM))
+                       inputs=INPUTS, transform=TRANSFORM, others=OTHERS))
 '''
 
 
@@ -96,9 +97,15 @@ def _write_one(finding: Finding, example: Mapping[str, Any], spec_ref: str | Non
     script.write_text(_TEMPLATE.format(
         kind=finding.kind, kernel=finding.kernel, backend=finding.backend, script=script.name, npz=npz.name,
         summary=finding.message.splitlines()[0][:300], spec=spec_ref, config=config_src,
-        mode=dict(finding.mode), transform=finding.transform,
+        mode=dict(finding.mode), transform=finding.transform, others=_others(finding),
     ))
     return str(script.resolve())
+
+
+def _others(finding: Finding) -> dict[str, dict[str, Any]]:
+    """The other backends of a divergence, each with its mode, in the order they ran."""
+    modes = finding.evidence.get("modes", {}) if finding.kind == "backend_divergence" else {}
+    return {b: dict(modes[b]) for b in finding.evidence.get("backends", []) if b != finding.backend and b in modes}
 
 
 def write_reproducer(finding: Finding, example: Mapping[str, Any], spec_ref: str | None, out_dir: Path) -> Finding:
@@ -115,17 +122,21 @@ def reproduce(
     mode: Mapping[str, Any],
     inputs: str | Path,
     transform: str | None = None,
+    others: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> int:
     """Re-run one recorded case, print what it shows, and say so in the exit status.
 
-    EXIT_REPRODUCES (1): the case still shows a ``kind`` finding on ``backend`` (or, with
-    it gone, some other finding: the case still fails). EXIT_FIXED (0): the case ran and
+    ``others``: backends (with their modes) that run the case before ``backend``, so a
+    ``backend_divergence`` between them is judged again.
+
+    EXIT_REPRODUCES (1): the case still shows a ``kind`` finding on ``backend`` or one of
+    ``others`` (or, with it gone, some other finding: the case still fails). EXIT_FIXED (0): the case ran and
     showed nothing. EXIT_CANNOT_RUN (3): the case could not be run here (the spec or the
     inputs do not load, the reference raises where it did not, the backend is not
     available or cannot run the kernel), so nothing is known about the finding.
     """
     try:
-        findings, name = _rerun(spec, backend, config, mode, inputs, transform)
+        findings, name = _rerun(spec, {**(others or {}), backend: mode}, config, inputs, transform)
     except CannotRun as exc:
         print(f"cannot run this case: {exc}")
         return EXIT_CANNOT_RUN
@@ -134,7 +145,7 @@ def reproduce(
     if backend != "reference" and any(f.backend == "reference" for f in findings):
         print(f"cannot run this case: the reference fails on it, so {kind} on {backend} cannot be judged.")
         return EXIT_CANNOT_RUN
-    if any(f.kind == kind and f.backend in (backend, "static") for f in findings):
+    if any(f.kind == kind and f.backend in (backend, "static", *(others or {})) for f in findings):
         return EXIT_REPRODUCES
     if findings:
         print(f"{kind} no longer reproduces for {name!r} on {backend}, but the case still fails "
@@ -144,10 +155,10 @@ def reproduce(
     return EXIT_FIXED
 
 
-def _rerun(spec: str | None, backend: str, config: Mapping[str, Any] | None, mode: Mapping[str, Any],
+def _rerun(spec: str | None, runs: Mapping[str, Mapping[str, Any]], config: Mapping[str, Any] | None,
            inputs: str | Path, transform: str | None) -> tuple[list[Finding], str]:
-    """The findings of the recorded case and the spec's name; CannotRun when it cannot run."""
-    from pallas_verify.backends import registry
+    """The findings of the recorded case on each backend of ``runs`` (backend -> mode, in
+    order) and the spec's name; CannotRun when it cannot run."""
     from pallas_verify.loader import load_spec
     from pallas_verify.reports.casefile import load_case
     from pallas_verify.runner import Runner, Unsupported
@@ -163,21 +174,33 @@ def _rerun(spec: str | None, backend: str, config: Mapping[str, Any] | None, mod
     config = saved_config if config is None else config
     if config is None:
         raise CannotRun(f"neither the script nor {str(inputs)!r} holds the config of the case.")
-    target = None
-    if backend != "static":
-        try:
-            target = registry.get("interpret" if backend == "reference" else backend)
-        except Exception as exc:
-            raise CannotRun(f"{type(exc).__name__}: {exc}") from None
-        reason = target.available()
-        if reason is not None:
-            raise CannotRun(f"backend {target.name} is not available here: {reason}")
+    targets = {name: _target(name) for name in runs}
+    findings: list[Finding] = []
     try:
         with Runner(loaded) as runner:
-            if target is None:
-                return runner.static_findings(dict(config), args), loaded.name
-            return runner.check(dict(config), args, target, dict(mode), transform=transform), loaded.name
+            for name, target in targets.items():
+                if target is None:
+                    findings += runner.static_findings(dict(config), args)
+                else:
+                    findings += runner.check(dict(config), args, target, dict(runs[name]), transform=transform)
     except Unsupported as exc:
-        raise CannotRun(f"backend {backend} cannot run kernel {loaded.name!r}: {exc}") from None
+        raise CannotRun(f"backend {name} cannot run kernel {loaded.name!r}: {exc}") from None
     except Exception as exc:
         raise CannotRun(f"running the case raised {type(exc).__name__}: {exc}") from None
+    return findings, loaded.name
+
+
+def _target(backend: str) -> Any:
+    """The Backend that re-runs a case of ``backend`` (None: the static check), available here."""
+    from pallas_verify.backends import registry
+
+    if backend == "static":
+        return None
+    try:
+        target = registry.get("interpret" if backend == "reference" else backend)
+    except Exception as exc:
+        raise CannotRun(f"{type(exc).__name__}: {exc}") from None
+    reason = target.available()
+    if reason is not None:
+        raise CannotRun(f"backend {target.name} is not available here: {reason}")
+    return target

@@ -1,5 +1,5 @@
 """The divergence oracle: executing backends that each pass but differ bitwise, for specs
-that declare themselves bitwise stable."""
+that declare themselves bitwise stable; the reference decides which of them is wrong."""
 
 from __future__ import annotations
 
@@ -9,22 +9,66 @@ import numpy as np
 
 import pallas_verify as pv
 from pallas_verify.case import Case, ErrorInfo, Outcome
+from pallas_verify.findings import Finding
 from pallas_verify.oracles.divergence import divergence_findings
+from pallas_verify.reference import Truth
+from pallas_verify.reports.report import BackendResult, divergence_cells
 from tests.oracles._crafted import CASE, PATHS, X, copy_spec
 
 
-def _on(backend: str, spec: pv.KernelSpec | None = None) -> Case:
-    return dataclasses.replace(CASE, spec=spec or CASE.spec, backend=backend, mode={})
+def _on(backend: str, spec: pv.KernelSpec | None = None, mode: dict | None = None) -> Case:
+    return dataclasses.replace(CASE, spec=spec or CASE.spec, backend=backend, mode=mode or {})
 
 
-def test_backends_that_differ_bitwise_diverge_against_the_later_one():
-    other = X.copy()
-    other[0] = np.nextafter(other[0], np.float32(1))
+def _nudged(x: np.ndarray, at: int, steps: int = 1) -> np.ndarray:
+    out = x.copy()
+    for _ in range(steps):
+        out[at] = np.nextafter(out[at], np.float32(np.inf))
+    return out
+
+
+def test_the_backend_farther_from_the_reference_is_blamed_and_both_errors_are_stated():
+    corrupted = _nudged(X, 3, steps=4)
+    [f] = divergence_findings([_on("interpret"), _on("tpu_interpret", mode={"dma_execution_mode": "eager"})],
+                              [Outcome(outputs=(corrupted,)), Outcome(outputs=(X,))], PATHS, expected=[X])
+    assert (f.kind, f.backend) == ("backend_divergence", "interpret")  # the earlier run is the wrong one
+    assert f.evidence["blamed"] == ["interpret"] and f.evidence["found_on"] == "tpu_interpret"
+    assert f.evidence["other_backend"] == "tpu_interpret"
+    assert f.evidence["modes"] == {"interpret": {}, "tpu_interpret": {"dma_execution_mode": "eager"}}
+    assert f.evidence["errors"]["tpu_interpret"] == 0.0 and f.evidence["errors"]["interpret"] > 0
+    assert "the reference is missed by interpret by up to 9.537e-07, tpu_interpret by up to 0" in f.message
+    assert "interpret disagrees with the reference there" in f.message
+    assert "agree with the reference" not in f.message
+    assert f.message.endswith("out: 1/8 elements differ, first at (3,)")
+
+
+def test_the_float64_truth_decides_where_there_is_one():
+    truth = X.astype(np.float64) + 1e-7  # both are off; the later backend by less
+    closer = X + np.float32(1e-7)
     [f] = divergence_findings([_on("interpret"), _on("tpu_interpret")],
-                              [Outcome(outputs=(X,)), Outcome(outputs=(other,))], PATHS)
-    assert (f.kind, f.backend) == ("backend_divergence", "tpu_interpret")
-    assert f.evidence["other_backend"] == "interpret"
-    assert "differ bitwise between them:\nout: 1/8 elements differ, first at (0,)" in f.message
+                              [Outcome(outputs=(X,)), Outcome(outputs=(closer,))], PATHS, expected=[X],
+                              truth=Truth(outputs=[truth]))
+    assert f.evidence["blamed"] == ["interpret"]
+
+
+def test_when_the_reference_cannot_decide_both_backends_are_named():
+    up, down = _nudged(X, 5), X.copy()
+    down[5] = np.nextafter(X[5], np.float32(-np.inf))
+    [f] = divergence_findings([_on("interpret"), _on("tpu_interpret")],
+                              [Outcome(outputs=(up,)), Outcome(outputs=(down,))], PATHS, expected=[X])
+    assert f.backend == "tpu_interpret" and f.evidence["blamed"] == ["interpret", "tpu_interpret"]
+    assert "the reference cannot decide between them" in f.message
+    [g] = divergence_findings([_on("interpret"), _on("tpu_interpret")],
+                              [Outcome(outputs=(up,)), Outcome(outputs=(down,))], PATHS)
+    assert g.evidence["blamed"] == ["interpret", "tpu_interpret"] and "no reference outputs" in g.message
+
+
+def test_a_nan_where_the_reference_is_finite_is_infinitely_far():
+    broken = X.copy()
+    broken[2] = np.nan
+    [f] = divergence_findings([_on("interpret"), _on("tpu_interpret")],
+                              [Outcome(outputs=(X,)), Outcome(outputs=(broken,))], PATHS, expected=[X])
+    assert f.evidence["blamed"] == ["tpu_interpret"] and f.evidence["errors"]["tpu_interpret"] == np.inf
 
 
 def test_no_divergence_for_equal_bits_a_single_run_a_failed_run_or_an_unstable_spec():
@@ -37,3 +81,18 @@ def test_no_divergence_for_equal_bits_a_single_run_a_failed_run_or_an_unstable_s
     unstable = copy_spec(bitwise_stable=False)
     assert divergence_findings([_on("interpret", unstable), _on("tpu_interpret", unstable)],
                                [Outcome(outputs=(X,)), Outcome(outputs=(other,))], PATHS) == []
+
+
+def test_a_divergence_fails_the_cells_of_the_backends_it_blames_not_the_one_whose_search_found_it():
+    found = Finding(kind="backend_divergence", kernel="k", backend="interpret", message="m",
+                    evidence={"found_on": "tpu_interpret", "blamed": ["interpret"]})
+    cells = [BackendResult(kernel="k", backend="interpret", status="pass"),
+             BackendResult(kernel="k", backend="interpret", status="pass", transform="vmap"),
+             BackendResult(kernel="k", backend="tpu_interpret", status="fail", reason="backend_divergence"),
+             BackendResult(kernel="other", backend="interpret", status="pass")]
+    out = divergence_cells(cells, [found])
+    assert [(r.backend, r.transform, r.status, r.reason) for r in out] == [
+        ("interpret", None, "fail", "backend_divergence"), ("interpret", "vmap", "pass", ""),
+        ("tpu_interpret", None, "pass", ""), ("interpret", None, "pass", "")]
+    both = dataclasses.replace(found, evidence={"found_on": "tpu_interpret", "blamed": ["interpret", "tpu_interpret"]})
+    assert [r.status for r in divergence_cells(cells, [both])] == ["fail", "pass", "fail", "pass"]
