@@ -38,7 +38,7 @@ from pallas_verify import transforms
 from pallas_verify.backends import registry
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.execute import config_key
-from pallas_verify.errors import InvalidArgument, InvalidSpec
+from pallas_verify.errors import InvalidArgument, InvalidSpec, brief
 from pallas_verify.findings import Finding
 from pallas_verify.interrupts import Interrupted, signal_name
 from pallas_verify.oracles.static import StaticLedger
@@ -215,10 +215,10 @@ class _ShrinkProgress:
 
 def _draw(data: st.DataObject, strategy: Any, field: str, kind: type) -> Any:
     if not isinstance(strategy, st.SearchStrategy):
-        raise _BadSpec(f"KernelSpec.{field} must give a Hypothesis SearchStrategy; got {strategy!r}.")
+        raise _BadSpec(f"KernelSpec.{field} must give a Hypothesis SearchStrategy; got {brief(strategy)}.")
     value = data.draw(strategy, label=field)
     if not isinstance(value, kind):
-        raise _BadSpec(f"KernelSpec.{field} must draw a {kind.__name__}; it drew {value!r}.")
+        raise _BadSpec(f"KernelSpec.{field} must draw a {kind.__name__}; it drew {brief(value)}.")
     return value
 
 
@@ -249,7 +249,7 @@ def verify(
     reproducer), the other cells marked ``interrupted``.
     """
     if not isinstance(spec, KernelSpec):
-        raise InvalidSpec(f"spec={spec!r} must be a pallas_verify.KernelSpec.")
+        raise InvalidSpec(f"spec={brief(spec)} must be a pallas_verify.KernelSpec.")
     if max_examples is not None and (isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1):
         raise InvalidArgument(f"max_examples={max_examples!r} must be a positive integer.")
     chosen = registry.resolve(backends)

@@ -50,8 +50,11 @@ def test_an_invalid_spec_keeps_the_results_of_the_others_and_exits_two(tmp_path)
     run = cli("verify", "mixed.py", "--backends", "interpret", "--max-examples", "2", "--json", "r.json",
               "--out", "out", cwd=tmp_path)
     assert run.returncode == 2, run.stdout + run.stderr
-    [line] = run.stderr.strip().splitlines()
+    *progress, line = run.stderr.strip().splitlines()
+    assert progress == ["scale_add on interpret: PASS, 2 examples" + progress[0].partition(" examples")[2]]
     assert line.startswith("pallas-verify: error: KernelSpec 'bad_inputs': ") and "inputs must draw a tuple" in line
+    array = r"ndarray\(shape=\(\d+,\), dtype=float32\)"
+    assert re.search(rf"it drew \[{array}, {array}\]\.$", line), line  # one line: no array repr
     report = json.loads((tmp_path / "r.json").read_text())
     [kernel] = report["kernels"]
     assert kernel["name"] == "scale_add" and kernel["results"]["interpret"]["status"] == "pass"
