@@ -55,6 +55,9 @@ def _conformance_parser(sub: argparse._SubParsersAction) -> None:
         ("demo", "verify a few bundled kernels on every available backend", ",".join(DEMO_KERNELS), "pv-out/demo"),
     ):
         cmd = sub.add_parser(name, help=help_text)
+        if name == "conformance":
+            cmd.add_argument("targets", nargs="*", metavar="TARGET",
+                             help="spec files or modules (FILE.py, MODULE; default: the bundled kernels)")
         cmd.add_argument("--kernels", default=kernels, metavar="PATTERN", help="fnmatch pattern(s), comma-separated")
         cmd.add_argument("--backends", default=None, help="comma-separated backend names (default: all)")
         cmd.add_argument("--max-examples", type=int, default=3, metavar="N")
@@ -304,19 +307,24 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         bundled_specs,
         ensure_host_devices,
         run_conformance,
+        user_specs,
     )
 
     ensure_host_devices()  # before jax is imported: multi-device kernels run, not skip
     from pallas_verify import execution
     from pallas_verify.campaigns.fuzz import parse_budget
+    from pallas_verify.reports.live import MatrixProgress
     from pallas_verify.reports.render import write_reports
     from pallas_verify.reports.text import print_matrix
 
     generated_s = 0.0 if args.generated.strip() in ("0", "") else parse_budget(args.generated)
-    specs = bundled_specs(args.kernels)
+    specs = user_specs(args.targets, args.kernels) if getattr(args, "targets", None) else bundled_specs(args.kernels)
+    live = MatrixProgress(sys.stderr, total=len(specs))
     with execution.make(args.executor, workers=_workers(args, 1), address=args.ray_address) as executor:
         report = run_conformance(specs, backends=args.backends, max_examples=args.max_examples,
-                                 profile=args.profile, out_dir=args.out, executor=executor, generated_s=generated_s)
+                                 profile=args.profile, out_dir=args.out, executor=executor, generated_s=generated_s,
+                                 progress=live.line, status=live.tick)
+    live.close()
     print_matrix(report)
     paths = write_reports(report, args.out, formats=("json", "md", "html", "xml"))
     print("reports: " + ", ".join(str(p) for p in paths.values()))

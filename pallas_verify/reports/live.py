@@ -1,4 +1,5 @@
-"""Live progress of ``verify``: a line per cell as it finishes, a status line on a terminal.
+"""Live progress of ``verify`` and ``conformance``: a line per cell (or kernel) as it finishes,
+a status line on a terminal.
 
 The engine calls ``kernel`` when a spec's searches start, ``tick`` after every example
 (and shrink step) of a search, and ``cell`` when a cell's verdict is known. The lines go
@@ -10,6 +11,7 @@ in place (``campaigns.progress.Progress``), so a log or a pipe gets nothing extr
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from collections.abc import Sequence
 from typing import TextIO
@@ -17,7 +19,7 @@ from typing import TextIO
 from pallas_verify.campaigns.progress import Progress
 from pallas_verify.reports.report import BackendResult, cell_key
 
-__all__ = ["LiveProgress"]
+__all__ = ["LiveProgress", "MatrixProgress"]
 
 
 def _line(kernel: str, result: BackendResult) -> str:
@@ -75,4 +77,32 @@ class LiveProgress:
 
     def close(self) -> None:
         """Erase the status line (before the summary is printed)."""
+        self.bar.clear()
+
+
+@dataclasses.dataclass
+class MatrixProgress:
+    """``conformance``'s progress: its line per finished kernel (on stdout, as the matrix),
+    and a status line on ``stream`` when that is a terminal: kernels done, which run now,
+    the time."""
+
+    stream: TextIO
+    total: int
+    started: float = dataclasses.field(default_factory=time.monotonic)
+    bar: Progress = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.bar = Progress(self.stream, piped_every_s=None)
+
+    def line(self, text: str) -> None:
+        self.bar.clear()
+        print(text, file=sys.stdout, flush=True)
+
+    def tick(self, done: int, running: Sequence[str]) -> None:
+        elapsed = time.monotonic() - self.started
+        now = f" | running: {', '.join(running)}" if running else ""
+        self.bar.status(done / max(self.total, 1), f"{done}/{self.total} kernels done{now} | "
+                        f"{int(elapsed // 60):02d}:{int(elapsed % 60):02d}")
+
+    def close(self) -> None:
         self.bar.clear()

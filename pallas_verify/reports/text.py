@@ -11,8 +11,9 @@ from pallas_verify.findings import Finding
 from pallas_verify.reports.heatmap import blame_maps, text_heatmap, text_legend
 from pallas_verify.reports.matrix import matrix_lines, reason_lines, tally
 from pallas_verify.reports.report import BackendResult, Report, cell_key, jsonable
+from pallas_verify.reports.tables import FEATURE_LEGEND, NO_FEATURE, feature_rows
 
-__all__ = ["cell_findings", "cell_line", "finding_text", "findings_text", "print_matrix", "print_summary", "reproduce_command"]
+__all__ = ["cell_findings", "cell_line", "feature_lines", "finding_text", "findings_text", "print_matrix", "print_summary", "reproduce_command"]
 
 
 def cell_findings(report: Report, result: BackendResult) -> list[Finding]:
@@ -92,11 +93,27 @@ def print_summary(report: Report, file: TextIO | None = None) -> None:
     _print_tail(report, file)
 
 
+def feature_lines(report: Report) -> list[str]:
+    """The feature x backend table as text (rows: the specs' ``features``), then its legend."""
+    backends, rows = feature_rows(report)
+    if not rows or not backends or all(tag == NO_FEATURE for tag, _ in rows):
+        return []
+    first = max(len("feature"), *(len(tag) for tag, _ in rows)) + 2
+    widths = [max(len(b), *(len(texts[i]) for _, texts in rows)) for i, b in enumerate(backends)]
+    lines = ["feature".ljust(first) + "  ".join(b.ljust(w) for b, w in zip(backends, widths, strict=True))]
+    lines += [tag.ljust(first) + "  ".join(t.ljust(w) for t, w in zip(texts, widths, strict=True))
+              for tag, texts in rows]
+    return [line.rstrip() for line in lines] + [f"({FEATURE_LEGEND})"]
+
+
 def print_matrix(report: Report, file: TextIO | None = None) -> None:
     """The kernel x backend matrix (one line per kernel), each reason once, then the findings.
     ``file``: default the current ``sys.stdout``."""
     file = file or sys.stdout
     print("\n".join(matrix_lines(report)), file=file)
+    features = feature_lines(report)
+    if features:
+        print("\n" + "\n".join(features), file=file)
     reasons = reason_lines(report)
     reasons += [f"note  {k['name']}: {note}" for k in report.kernels for note in k.get("static_skipped", ())]
     if reasons:
