@@ -32,6 +32,7 @@ from pallas_verify._jax_compat.tracing import evaluate as evaluate
 from pallas_verify._jax_compat.tracing import grid_mapping as grid_mapping
 from pallas_verify._jax_compat.tracing import index_map_function as index_map_function
 from pallas_verify._jax_compat.tracing import is_kernel as is_kernel
+from pallas_verify._jax_compat.tracing import kernel_params as kernel_params
 from pallas_verify._jax_compat.tracing import kernel_site as kernel_site
 from pallas_verify._jax_compat.tracing import sub_jaxprs as sub_jaxprs
 from pallas_verify._jax_compat.tracing import written_refs as written_refs
@@ -60,6 +61,7 @@ __all__ = [
     "grid_mapping",
     "index_map_function",
     "is_kernel",
+    "kernel_params",
     "kernel_site",
     "reset_interpreters",
     "semaphore_leaks",
