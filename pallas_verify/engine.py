@@ -144,6 +144,8 @@ class _Search:
                 self.first_seen.setdefault(f.kind, (now, self.examples))
             found = _found_type(findings[0].kind)(findings, {"config": config, "inputs": inputs, "mode": mode})
             self.seen[key] = found
+            if all(f.evidence.get("shrink_stopped") for f in findings):  # e.g. a shape mismatch: nothing to shrink
+                self.shrink.stopped = str(findings[0].evidence["shrink_stopped"])
             raise found
 
     def _extend(self, data: st.DataObject, config: dict[str, Any], inputs: tuple[np.ndarray, ...]) -> Any:
@@ -289,6 +291,7 @@ def verify(
             report.kernels[-1]["notes"] = sorted(runner.notes)
         if runner.static_notes:  # parts of the static check that did not run, and why
             report.kernels[-1]["static_skipped"] = list(runner.static_notes)
+    report.findings = _one_per_reference_failure(report.findings)
     order = {name: i for i, name in enumerate(report.backends)}
     report.results.sort(key=lambda r: (order.get(r.backend, len(order)), r.transform or ""))
     static_kinds = sorted({f.kind for f in report.findings if f.backend == "static"})
@@ -456,3 +459,18 @@ def _stopped(exc: KeyboardInterrupt, spec: KernelSpec, runnable: list[Backend], 
             report.results.extend(unrun_results(spec, backend.name, "interrupted",
                                                 f"stopped by {signame} before this backend ran"))
     return Interrupted(signame)
+
+
+def _one_per_reference_failure(findings: list[Finding]) -> list[Finding]:
+    """Each failure of the reference once: every backend's search meets it on the same
+    examples, but it is the reference's, not a backend's."""
+    seen: set[tuple[str, str | None, str]] = set()
+    kept = []
+    for f in findings:
+        if f.backend == "reference":
+            key = (f.kind, f.transform, f.message)
+            if key in seen:
+                continue
+            seen.add(key)
+        kept.append(f)
+    return kept
