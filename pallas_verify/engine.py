@@ -325,7 +325,7 @@ def _plan(spec: KernelSpec, chosen: list[Backend], report: Report) -> list[Backe
     """Backends that will run; the rest get a skipped/unsupported result with the reason."""
     runnable = []
     for backend in chosen:
-        skip = registry.skip_reason(spec, backend)
+        skip = registry.skip_reason(spec, backend) or _needs_reference(spec, backend)
         if skip is None:
             runnable.append(backend)
         else:
@@ -474,3 +474,14 @@ def _one_per_reference_failure(findings: list[Finding]) -> list[Finding]:
             seen.add(key)
         kept.append(f)
     return kept
+
+
+def _needs_reference(spec: KernelSpec, backend: Backend) -> registry.Skip | None:
+    """A compiler runs in a worker process, which loads the spec by reference: a spec built
+    inside a function (``kernel_test``) has none, so its compile cells are skipped, saying why."""
+    from pallas_verify.loader import spec_ref
+
+    if not backend.isolate or spec_ref(spec) is not None:
+        return None
+    return registry.Skip("skipped", f"{backend.name} compiles in a worker process, which loads the KernelSpec "
+                                    "by reference; define the spec at module level (FILE.py::NAME) to compile it")

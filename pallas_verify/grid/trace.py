@@ -86,6 +86,8 @@ class PallasCall:
       params: ``(name, memory space, shape, dtype)`` of each parameter of the kernel
         function (scalar prefetch, inputs, outputs, scratch), named as in its signature.
       num_prefetch: how many of ``params`` are scalar-prefetch operands.
+      lowering: the lowering its compiler params ask for (``"default"``, ``"mosaic_tpu"``,
+        ``"triton"``, ...; see ``_jax_compat.kernel_site``), ``""`` when unknown.
     """
 
     name: str
@@ -104,6 +106,7 @@ class PallasCall:
     aliases: tuple[tuple[int, int], ...] = ()
     params: tuple[tuple[str, str, tuple[int, ...], str], ...] = ()
     num_prefetch: int = 0
+    lowering: str = ""
 
     def output_for(self, kernel_output: int) -> BlockOperand | None:
         for k, c in self.produces:
@@ -217,6 +220,7 @@ def _pallas_call(eqn, args, position: int) -> PallasCall:
         aliases=tuple(sorted((i - gm.num_index_operands, o) for i, o in gm.aliases)),
         params=_jax_compat.kernel_params(gm.body),
         num_prefetch=gm.num_index_operands,
+        lowering=_jax_compat.kernel_site(eqn),
     )
 
 
