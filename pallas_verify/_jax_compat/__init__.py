@@ -5,6 +5,7 @@ Everything here is specific to JAX 0.12 (see PALLAS_ON_CPU.md); when JAX changes
 package is the only one to update. Callers use the names re-exported here.
 """
 
+from pallas_verify._jax_compat.bounds import checked_bounds as checked_bounds
 from pallas_verify._jax_compat.deadlock import DeadlockError as DeadlockError
 from pallas_verify._jax_compat.deadlock import deadlock_watch as deadlock_watch
 from pallas_verify._jax_compat.devices import abstract_mesh_of as abstract_mesh_of
@@ -52,6 +53,7 @@ __all__ = [
     "call_body",
     "call_name",
     "capture_logs",
+    "checked_bounds",
     "deadlock_watch",
     "equations",
     "error_info",

@@ -31,7 +31,10 @@ class HloInterpret:
         return st.just({})
 
     def run(self, case: Case) -> Outcome:
-        return execute(case, True)
+        """Run with the lanes of masked loads and stores checked against their ref's bounds
+        (``_jax_compat.checked_bounds``): a Triton-style mask off by one is ``out_of_bounds``."""
+        with _jax_compat.checked_bounds():
+            return execute(case, True)
 
 
 @dataclasses.dataclass(frozen=True)
