@@ -62,7 +62,7 @@ class LiveProgress:
         """One example (or shrink step) of ``cell`` ran."""
         what = f"{examples}/{max_examples} examples"
         if failing:
-            what += f", shrinking {'/'.join(failing)} ({shrink_steps} steps)"
+            what += f", found {'/'.join(failing)}" + (f", shrinking ({shrink_steps} steps)" if shrink_steps else "")
         elapsed = time.monotonic() - self.started
         share = (self.done + min(1.0, examples / max(max_examples, 1))) / max(self.cells, 1)
         which = f"[{self.kernel_no}/{self.kernels}] " if self.kernels > 1 else ""
