@@ -60,7 +60,7 @@ def test_a_stop_before_any_failure_marks_the_cell_interrupted_with_its_examples(
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_mid_verify_keeps_the_finished_cells_and_exits_130(tmp_path, sig):
     proc = subprocess.Popen([sys.executable, "-m", "pallas_verify.cli", "verify", str(STOPPING), "--backends",
-                             "interpret", "--max-examples", "20", "--seed", "1", "--out", "out", "--json", "r.json"],
+                             "interpret", "--max-examples", "8", "--seed", "1", "--out", "out", "--json", "r.json"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen = []
     deadline = time.monotonic() + 300
@@ -74,7 +74,7 @@ def test_a_signal_mid_verify_keeps_the_finished_cells_and_exits_130(tmp_path, si
     assert report == json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["interrupted"] is True
     cells = {k["name"]: k["results"]["interpret"] for k in report["kernels"]}
-    assert cells["quick"]["status"] == "pass" and cells["quick"]["examples"] == 20
+    assert cells["quick"]["status"] == "pass" and cells["quick"]["examples"] == 8
     assert cells["slow"]["status"] == "interrupted"
     assert f"stopped by {sig.name}" in cells["slow"]["reason"]
     assert "quick\n  interpret              PASS" in out  # the text summary
