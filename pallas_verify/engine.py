@@ -446,8 +446,9 @@ def _stopped(exc: KeyboardInterrupt, spec: KernelSpec, runnable: list[Backend], 
         if (search.backend.name, search.transform) in done:
             continue
         found = search.found or _merge(list(reversed(search.seen.values())))  # the latest: the smallest yet
+        stopped = search.shrink.stopped if search.done else f"interrupted by {signame}; the example may not be minimal"
         findings = _finish([(f, ex, *search.first_seen.get(f.kind, (0.0, 0))) for f, ex in found],
-                           f"interrupted by {signame}; the example may not be minimal", runner, out_dir)
+                           stopped, runner, out_dir)
         report.findings.extend(findings)
         result = _result(spec, search.backend, findings, search)
         if not findings and result.status == "pass":
