@@ -239,13 +239,13 @@ def _verify_outputs(args: argparse.Namespace) -> tuple[Path, Path | None]:
 def _not_started(report: Report, specs: Sequence[KernelSpec], backends: str | None, signame: str) -> None:
     """The cells of specs a stopped run never reached: ``interrupted``."""
     from pallas_verify.backends import registry
-    from pallas_verify.reports.report import kernel_entry, unrun_results
+    from pallas_verify.interrupts import not_started
+    from pallas_verify.reports.report import kernel_entry
 
     names = [b.name for b in registry.resolve(backends)]
     for spec in specs:
         report.kernels.append(kernel_entry(spec))
-        for name in names:
-            report.results.extend(unrun_results(spec, name, "interrupted", f"stopped by {signame} before this kernel ran"))
+        report.results.extend(not_started(spec, names, signame, "kernel"))
 
 
 def _verify_end(report: Report, out: Path, json_path: Path | None, stopped: str | None) -> int:

@@ -39,8 +39,8 @@ from pallas_verify.backends import registry
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.execute import config_key
 from pallas_verify.errors import InvalidArgument, InvalidSpec, brief
-from pallas_verify.findings import Finding
-from pallas_verify.interrupts import Interrupted, signal_name
+from pallas_verify.findings import Finding, one_per_reference_failure
+from pallas_verify.interrupts import Interrupted, not_started, signal_name, unfinished
 from pallas_verify.oracles.static import StaticLedger
 from pallas_verify.profiles import profile_settings
 from pallas_verify.reports.report import (
@@ -291,7 +291,7 @@ def verify(
             report.kernels[-1]["notes"] = sorted(runner.notes)
         if runner.static_notes:  # parts of the static check that did not run, and why
             report.kernels[-1]["static_skipped"] = list(runner.static_notes)
-    report.findings = _one_per_reference_failure(report.findings)
+    report.findings = one_per_reference_failure(report.findings)
     order = {name: i for i, name in enumerate(report.backends)}
     report.results.sort(key=lambda r: (order.get(r.backend, len(order)), r.transform or ""))
     static_kinds = sorted({f.kind for f in report.findings if f.backend == "static"})
@@ -325,7 +325,7 @@ def _plan(spec: KernelSpec, chosen: list[Backend], report: Report) -> list[Backe
     """Backends that will run; the rest get a skipped/unsupported result with the reason."""
     runnable = []
     for backend in chosen:
-        skip = registry.skip_reason(spec, backend) or _needs_reference(spec, backend)
+        skip = registry.skip_reason(spec, backend)
         if skip is None:
             runnable.append(backend)
         else:
@@ -440,49 +440,14 @@ def _stopped(exc: KeyboardInterrupt, spec: KernelSpec, runnable: list[Backend], 
     the backends not reached are ``interrupted``."""
     signame = signal_name(exc)
     runner.forget_blame()
-    started = {s.backend.name for s in searches}
     done = {(r.backend, r.transform) for r in report.results}
-    for search in searches:
-        if (search.backend.name, search.transform) in done:
-            continue
+    for search in (s for s in searches if (s.backend.name, s.transform) not in done):
         found = search.found or _merge(list(reversed(search.seen.values())))  # the latest: the smallest yet
         stopped = search.shrink.stopped if search.done else f"interrupted by {signame}; the example may not be minimal"
         findings = _finish([(f, ex, *search.first_seen.get(f.kind, (0.0, 0))) for f, ex in found],
                            stopped, runner, out_dir)
         report.findings.extend(findings)
-        result = _result(spec, search.backend, findings, search)
-        if not findings and result.status == "pass":
-            result = dataclasses.replace(result, status="interrupted",
-                                         reason=f"stopped by {signame} before the search finished")
-        report.results.append(result)
-    for backend in runnable:
-        if backend.name not in started:
-            report.results.extend(unrun_results(spec, backend.name, "interrupted",
-                                                f"stopped by {signame} before this backend ran"))
+        report.results.append(unfinished(_result(spec, search.backend, findings, search), signame))
+    started = {s.backend.name for s in searches}
+    report.results.extend(not_started(spec, [b.name for b in runnable if b.name not in started], signame))
     return Interrupted(signame)
-
-
-def _one_per_reference_failure(findings: list[Finding]) -> list[Finding]:
-    """Each failure of the reference once: every backend's search meets it on the same
-    examples, but it is the reference's, not a backend's."""
-    seen: set[tuple[str, str | None, str]] = set()
-    kept = []
-    for f in findings:
-        if f.backend == "reference":
-            key = (f.kind, f.transform, f.message)
-            if key in seen:
-                continue
-            seen.add(key)
-        kept.append(f)
-    return kept
-
-
-def _needs_reference(spec: KernelSpec, backend: Backend) -> registry.Skip | None:
-    """A compiler runs in a worker process, which loads the spec by reference: a spec built
-    inside a function (``kernel_test``) has none, so its compile cells are skipped, saying why."""
-    from pallas_verify.loader import spec_ref
-
-    if not backend.isolate or spec_ref(spec) is not None:
-        return None
-    return registry.Skip("skipped", f"{backend.name} compiles in a worker process, which loads the KernelSpec "
-                                    "by reference; define the spec at module level (FILE.py::NAME) to compile it")

@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pallas_verify.reports.report import Report
+    from pallas_verify.reports.report import BackendResult, Report
+    from pallas_verify.spec import KernelSpec
 
-__all__ = ["Interrupted", "signal_name", "signals_interrupt"]
+__all__ = ["Interrupted", "not_started", "signal_name", "signals_interrupt", "unfinished"]
 
 
 class Interrupted(KeyboardInterrupt):
@@ -51,3 +52,21 @@ def signals_interrupt() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def unfinished(result: BackendResult, signame: str) -> BackendResult:
+    """A cell whose search was stopped: ``interrupted`` unless it already failed (what it
+    found stays a finding) or could not run."""
+    import dataclasses
+
+    if result.status != "pass":
+        return result
+    return dataclasses.replace(result, status="interrupted", reason=f"stopped by {signame} before the search finished")
+
+
+def not_started(spec: KernelSpec, backends: list[str], signame: str, what: str = "backend") -> list[BackendResult]:
+    """The cells (bare and per transform) of ``spec`` on ``backends`` a stopped run never began."""
+    from pallas_verify.reports.report import unrun_results
+
+    return [cell for name in backends
+            for cell in unrun_results(spec, name, "interrupted", f"stopped by {signame} before this {what} ran")]

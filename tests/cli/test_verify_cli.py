@@ -26,6 +26,8 @@ def test_clean_spec_exits_zero_and_writes_the_json_report(tmp_path):
     assert report["backends"] == ["interpret"]
     assert report["kernels"][0]["name"] == "scale_add"
     assert report["kernels"][0]["results"]["interpret"]["status"] == "pass"
+    assert json.loads((tmp_path / "out" / "report.json").read_text()) == report  # --out gets the report too
+    assert (tmp_path / "out" / "report.html").is_file()
 
 
 def test_buggy_spec_exits_one_with_a_mismatch_finding_and_reproducer(tmp_path):
@@ -83,3 +85,16 @@ def test_a_target_may_name_the_spec_by_its_name_field_as_every_output_does():
     with pytest.raises(InvalidSpec, match=r"::scale_add_ref is a function, not a pallas_verify.KernelSpec; its "
                        r"KernelSpecs: good \(name 'scale_add'\), off_by_one \(name 'scale_add_off_by_one'\)"):
         load_specs(f"{SPECS}::scale_add_ref")
+
+
+@pytest.mark.parametrize(("option", "make", "reason"), [
+    ("--out", lambda p: p.write_text("a file"), "--out {path!r} is not a folder"),
+    ("--json", lambda p: p.mkdir(), "--json {path!r} is a folder; give a file path"),
+])
+def test_output_paths_are_checked_before_any_work(tmp_path, option, make, reason):
+    make(tmp_path / "taken")
+    run = cli("verify", f"{SPECS}::good", "--backends", "interpret", option, "taken", cwd=tmp_path)
+    assert run.returncode == 2
+    [line] = run.stderr.strip().splitlines()
+    assert line.startswith("pallas-verify: error: ") and reason.format(path="taken") in line
+    assert run.stdout == ""  # no seed line: nothing was loaded or run
