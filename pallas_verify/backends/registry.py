@@ -63,7 +63,7 @@ def skip_reason(spec: KernelSpec, backend: Backend) -> Skip | None:
     reason = backend.available()
     if reason is None and not backend.platforms & set(spec.platforms):
         reason = f"{backend.name} serves {sorted(backend.platforms)}; the kernel targets {list(spec.platforms)}"
-    if reason is None and backend.isolate and _no_reference(spec):
+    if reason is None and getattr(backend, "isolate", False) and _no_reference(spec):
         reason = (f"{backend.name} compiles in a worker process, which loads the KernelSpec by reference; define "
                   "the spec at module level (FILE.py::NAME) to compile it")
     if reason is not None:
