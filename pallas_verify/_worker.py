@@ -45,4 +45,9 @@ def _serve(read_fd: int, write_fd: int) -> None:
 
 
 if __name__ == "__main__":
+    import signal
+
+    # A Ctrl-C on the terminal reaches the whole process group: the parent decides what
+    # stops (it keeps what finished, then closes its workers), not each worker on its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _serve(int(sys.argv[1]), int(sys.argv[2]))

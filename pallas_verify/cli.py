@@ -6,9 +6,15 @@ import argparse
 import random
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pallas_verify._env import configure
 from pallas_verify.exits import EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from pallas_verify.reports.report import Report
+    from pallas_verify.spec import KernelSpec
 
 __all__ = ["main"]
 
@@ -49,6 +55,9 @@ def _conformance_parser(sub: argparse._SubParsersAction) -> None:
         ("demo", "verify a few bundled kernels on every available backend", ",".join(DEMO_KERNELS), "pv-out/demo"),
     ):
         cmd = sub.add_parser(name, help=help_text)
+        if name == "conformance":
+            cmd.add_argument("targets", nargs="*", metavar="TARGET",
+                             help="spec files or modules (FILE.py, MODULE; default: the bundled kernels)")
         cmd.add_argument("--kernels", default=kernels, metavar="PATTERN", help="fnmatch pattern(s), comma-separated")
         cmd.add_argument("--backends", default=None, help="comma-separated backend names (default: all)")
         cmd.add_argument("--max-examples", type=int, default=3, metavar="N")
@@ -133,6 +142,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PallasVerifyError as exc:
         print(f"pallas-verify: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise
+        return EXIT_PIPE_CLOSED
+
+
+# What a shell reports for a command whose reader went away (128 + SIGPIPE), e.g.
+# `pallas-verify backends | head`: no traceback, nothing more written.
+EXIT_PIPE_CLOSED = 141
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout's reader is gone; if so, later writes (and the exit's flush) go nowhere."""
+    import os
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        if not any(event & select.POLLERR for _, event in poller.poll(0)):
+            return False
+    except (OSError, ValueError, AttributeError):  # no poll here, or stdout is no file: trust the error
+        pass
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return True
 
 
 def _backend_names(args: argparse.Namespace) -> tuple[str, ...] | None:
@@ -153,29 +189,81 @@ def _cmd_backends(args: argparse.Namespace) -> int:
 def _cmd_verify(args: argparse.Namespace) -> int:
     from pallas_verify.engine import verify
     from pallas_verify.errors import InvalidSpec
+    from pallas_verify.interrupts import signal_name, signals_interrupt
     from pallas_verify.loader import load_specs
     from pallas_verify.profiles import profile_settings
+    from pallas_verify.reports.live import LiveProgress
     from pallas_verify.reports.report import Report
-    from pallas_verify.reports.text import print_summary
 
     seed = _seed(args.seed, derandomized=profile_settings(args.profile).derandomize)
+    out, json_path = _verify_outputs(args)  # before any work: a run must not end unable to write
     specs = load_specs(args.target)
     print(f"pallas-verify verify: seed={seed} (rerun this search with --seed {seed})", flush=True)
     report = Report(seed=seed, profile=args.profile)
+    live = LiveProgress(sys.stderr, kernels=len(specs))
+    stopped = None
+    with signals_interrupt():
+        for done, spec in enumerate(specs):
+            try:
+                report.merge(verify(spec, args.backends, args.max_examples, seed, profile=args.profile,
+                                    out_dir=out, timeout_s=args.timeout, shrink_budget_s=args.shrink_budget,
+                                    progress=live))
+            except InvalidSpec as exc:  # the other specs still run; the report says why this one did not
+                report.invalid.append({"kernel": spec.name, "reason": str(exc)})
+            except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: keep what finished, mark the rest
+                stopped = signal_name(exc)
+                if getattr(exc, "report", None) is not None:
+                    report.merge(exc.report)  # type: ignore[attr-defined]
+                _not_started(report, specs[done + 1 :], args.backends, stopped)
+                break
+    live.close()
+    report.interrupted = stopped is not None
+    return _verify_end(report, out, json_path, stopped)
+
+
+def _verify_outputs(args: argparse.Namespace) -> tuple[Path, Path | None]:
+    """``--out`` and ``--json`` checked before any work (InvalidArgument, one line, otherwise)."""
+    from pallas_verify.errors import InvalidArgument
+    from pallas_verify.reports.outdir import writable_dir
+
+    out = writable_dir(args.out, option="--out")
+    if not args.json:
+        return out, None
+    path = Path(args.json)
+    if path.is_dir():
+        raise InvalidArgument(f"--json {args.json!r} is a folder; give a file path, e.g. {str(path / 'report.json')!r}.")
+    writable_dir(path.parent, option="--json")
+    return out, path
+
+
+def _not_started(report: Report, specs: Sequence[KernelSpec], backends: str | None, signame: str) -> None:
+    """The cells of specs a stopped run never reached: ``interrupted``."""
+    from pallas_verify.backends import registry
+    from pallas_verify.interrupts import not_started
+    from pallas_verify.reports.report import kernel_entry
+
+    names = [b.name for b in registry.resolve(backends)]
     for spec in specs:
-        try:
-            report.merge(verify(spec, args.backends, args.max_examples, seed, profile=args.profile,
-                                out_dir=args.out, timeout_s=args.timeout, shrink_budget_s=args.shrink_budget))
-        except InvalidSpec as exc:  # the other specs still run; the report says why this one did not
-            report.invalid.append({"kernel": spec.name, "reason": str(exc)})
+        report.kernels.append(kernel_entry(spec))
+        report.results.extend(not_started(spec, names, signame, "kernel"))
+
+
+def _verify_end(report: Report, out: Path, json_path: Path | None, stopped: str | None) -> int:
+    """Write the report (``OUT/report.*``, and ``--json``), print the summary; the exit status."""
+    from pallas_verify.exits import run_status
+    from pallas_verify.reports.render import write_reports
+    from pallas_verify.reports.text import print_summary
+
+    paths = write_reports(report, out)
+    if json_path is not None:
+        report.write_json(json_path)
     print_summary(report)
-    if args.json:
-        report.write_json(args.json)
+    print(f"report: {paths['html']} (JSON: {json_path or paths['json']})")
     for bad in report.invalid:
         print(f"pallas-verify: error: {bad['reason']}", file=sys.stderr)
     if report.invalid:
         return EXIT_USAGE
-    return EXIT_FINDINGS if report.findings else EXIT_CLEAN
+    return run_status(findings=bool(report.findings), interrupted=stopped is not None)
 
 
 def _workers(args: argparse.Namespace, local_default: int) -> int | None:
@@ -219,19 +307,24 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         bundled_specs,
         ensure_host_devices,
         run_conformance,
+        user_specs,
     )
 
     ensure_host_devices()  # before jax is imported: multi-device kernels run, not skip
     from pallas_verify import execution
     from pallas_verify.campaigns.fuzz import parse_budget
+    from pallas_verify.reports.live import MatrixProgress
     from pallas_verify.reports.render import write_reports
     from pallas_verify.reports.text import print_matrix
 
     generated_s = 0.0 if args.generated.strip() in ("0", "") else parse_budget(args.generated)
-    specs = bundled_specs(args.kernels)
+    specs = user_specs(args.targets, args.kernels) if getattr(args, "targets", None) else bundled_specs(args.kernels)
+    live = MatrixProgress(sys.stderr, total=len(specs))
     with execution.make(args.executor, workers=_workers(args, 1), address=args.ray_address) as executor:
         report = run_conformance(specs, backends=args.backends, max_examples=args.max_examples,
-                                 profile=args.profile, out_dir=args.out, executor=executor, generated_s=generated_s)
+                                 profile=args.profile, out_dir=args.out, executor=executor, generated_s=generated_s,
+                                 progress=live.line, status=live.tick)
+    live.close()
     print_matrix(report)
     paths = write_reports(report, args.out, formats=("json", "md", "html", "xml"))
     print("reports: " + ", ".join(str(p) for p in paths.values()))

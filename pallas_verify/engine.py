@@ -28,7 +28,7 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hypothesis
 import numpy as np
@@ -38,8 +38,9 @@ from pallas_verify import transforms
 from pallas_verify.backends import registry
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.execute import config_key
-from pallas_verify.errors import InvalidArgument, InvalidSpec
-from pallas_verify.findings import Finding
+from pallas_verify.errors import InvalidArgument, InvalidSpec, brief
+from pallas_verify.findings import Finding, one_per_reference_failure
+from pallas_verify.interrupts import Interrupted, not_started, signal_name, unfinished
 from pallas_verify.oracles.static import StaticLedger
 from pallas_verify.profiles import profile_settings
 from pallas_verify.reports.report import (
@@ -52,6 +53,9 @@ from pallas_verify.reports.report import (
 )
 from pallas_verify.runner import Runner, Unsupported, example_key
 from pallas_verify.spec import KernelSpec
+
+if TYPE_CHECKING:
+    from pallas_verify.reports.live import LiveProgress
 
 __all__ = ["verify"]
 
@@ -101,6 +105,7 @@ class _Search:
     max_examples: int = 0
     shrink_steps: int = 0
     shrink: _ShrinkProgress = dataclasses.field(default_factory=lambda: _ShrinkProgress())
+    progress: LiveProgress | None = None
 
     def example(self, data: st.DataObject) -> None:
         config = _draw(data, self.spec.configs, "configs", dict)
@@ -140,6 +145,8 @@ class _Search:
                 self.first_seen.setdefault(f.kind, (now, self.examples))
             found = _found_type(findings[0].kind)(findings, {"config": config, "inputs": inputs, "mode": mode})
             self.seen[key] = found
+            if all(f.evidence.get("shrink_stopped") for f in findings):  # e.g. a shape mismatch: nothing to shrink
+                self.shrink.stopped = str(findings[0].evidence["shrink_stopped"])
             raise found
 
     def _extend(self, data: st.DataObject, config: dict[str, Any], inputs: tuple[np.ndarray, ...]) -> Any:
@@ -211,10 +218,10 @@ class _ShrinkProgress:
 
 def _draw(data: st.DataObject, strategy: Any, field: str, kind: type) -> Any:
     if not isinstance(strategy, st.SearchStrategy):
-        raise _BadSpec(f"KernelSpec.{field} must give a Hypothesis SearchStrategy; got {strategy!r}.")
+        raise _BadSpec(f"KernelSpec.{field} must give a Hypothesis SearchStrategy; got {brief(strategy)}.")
     value = data.draw(strategy, label=field)
     if not isinstance(value, kind):
-        raise _BadSpec(f"KernelSpec.{field} must draw a {kind.__name__}; it drew {value!r}.")
+        raise _BadSpec(f"KernelSpec.{field} must draw a {kind.__name__}; it drew {brief(value)}.")
     return value
 
 
@@ -231,14 +238,21 @@ def verify(
     shrink_budget_s: float = 60.0,
     database: Any = None,
     static: bool = True,
+    progress: LiveProgress | None = None,
 ) -> Report:
     """Search ``spec``'s configs and inputs for findings on ``backends`` (None: all).
 
     Returns a Report with, per backend, its result and the findings of its minimal
     failing examples (one per kind), each with a reproducer under ``out_dir``.
+    ``progress`` hears of every example and every finished cell (``reports.live``).
+
+    A KeyboardInterrupt (Ctrl-C, or SIGTERM under ``interrupts.signals_interrupt``)
+    stops the search: it is raised again as :class:`~pallas_verify.interrupts.Interrupted`
+    whose ``report`` holds every finished cell and every failure seen so far (with its
+    reproducer), the other cells marked ``interrupted``.
     """
     if not isinstance(spec, KernelSpec):
-        raise InvalidSpec(f"spec={spec!r} must be a pallas_verify.KernelSpec.")
+        raise InvalidSpec(f"spec={brief(spec)} must be a pallas_verify.KernelSpec.")
     if max_examples is not None and (isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1):
         raise InvalidArgument(f"max_examples={max_examples!r} must be a positive integer.")
     chosen = registry.resolve(backends)
@@ -247,22 +261,31 @@ def verify(
     report.kernels.append(kernel_entry(spec))
     runnable = _plan(spec, chosen, report)
     options = {"profile": profile, "max_examples": max_examples, "seed": seed, "database": database}
+    if progress is not None:
+        progress.kernel(spec.name, len(runnable) * (1 + len(spec.transforms)), report.results)
+    stop: Interrupted | None = None
     with Runner(spec, timeout_s=timeout_s, isolate=isolate) as runner:
         grid = StaticLedger(runner.start_static, runner.static_notes, started) if static else None
-        for backend in runnable:
-            searches = [_Search(spec, backend, runner, shrink_budget_s, static=grid, transform=t, kernel_started=started)
-                        for t in (None, *spec.transforms)]
-            for cap in (*_ROUNDS, None):  # the searches take turns: see the module docstring
-                for search in (s for s in searches if not s.done):
-                    search.found = _run_search(search, cap=cap, **options)
-                    search.done = cap is None or bool(search.found) or search.unsupported is not None
-            for search in searches:
-                findings = _finish([(f, ex, *search.first_seen.get(f.kind, (0.0, 0))) for f, ex in search.found],
-                                   search.shrink.stopped, runner, Path(out_dir))
-                report.findings.extend(findings)
-                report.results.append(_result(spec, backend, findings, search))
-            runner.forget_blame()  # the failing examples the searches did not report
-            runner.release(backend.name)
+        searches: list[_Search] = []
+        try:
+            for backend in runnable:
+                searches = [_Search(spec, backend, runner, shrink_budget_s, static=grid, transform=t,
+                                    kernel_started=started, progress=progress) for t in (None, *spec.transforms)]
+                for cap in (*_ROUNDS, None):  # the searches take turns: see the module docstring
+                    for search in (s for s in searches if not s.done):
+                        search.found = _run_search(search, cap=cap, **options)
+                        search.done = cap is None or bool(search.found) or search.unsupported is not None
+                for search in searches:
+                    findings = _finish([(f, ex, *search.first_seen.get(f.kind, (0.0, 0))) for f, ex in search.found],
+                                       search.shrink.stopped, runner, Path(out_dir))
+                    report.findings.extend(findings)
+                    report.results.append(_result(spec, backend, findings, search))
+                    if progress is not None:
+                        progress.cell(report.results[-1], len(findings))
+                runner.forget_blame()  # the failing examples the searches did not report
+                runner.release(backend.name)
+        except KeyboardInterrupt as exc:  # keep what finished; the rest is marked interrupted
+            stop = _stopped(exc, spec, runnable, searches, runner, report, Path(out_dir))
         if grid is not None:  # the kernel's own findings: reported once, before the backends'
             report.findings[:0] = _finish(list(grid.found.values()), None, runner, Path(out_dir))
         if runner.notes:  # e.g. no float64 ground truth: said once per spec, not a finding
@@ -270,12 +293,17 @@ def verify(
         if runner.static_notes:  # parts of the static check that did not run, and why
             report.kernels[-1]["static_skipped"] = list(runner.static_notes)
     report.results = divergence_cells(report.results, report.findings)
+    report.findings = one_per_reference_failure(report.findings)
     order = {name: i for i, name in enumerate(report.backends)}
     report.results.sort(key=lambda r: (order.get(r.backend, len(order)), r.transform or ""))
     static_kinds = sorted({f.kind for f in report.findings if f.backend == "static"})
     if static_kinds:
         report.results = [_with_static(r, static_kinds) for r in report.results]
     report.seconds = time.perf_counter() - started
+    if stop is not None:
+        report.interrupted = True
+        stop.report = report
+        raise stop
     return report
 
 
@@ -335,7 +363,10 @@ def _run_round(
     @settings
     @hypothesis.given(st.data())
     def run(data: st.DataObject) -> None:
-        search.example(data)
+        try:
+            search.example(data)
+        finally:
+            _tick(search)
 
     where = search.backend.name + (f"+{search.transform}" if search.transform else "")
     run._hypothesis_internal_add_digest = f"{search.spec.name}|{where}".encode()  # type: ignore[attr-defined]
@@ -392,3 +423,33 @@ def _with_static(result: BackendResult, kinds: list[str]) -> BackendResult:
     if result.status not in ("pass", "fail"):
         return result
     return result.failing(f"static {k}" for k in kinds)
+
+
+def _tick(search: _Search) -> None:
+    """Tell the search's progress (if any) that an example or shrink step ran."""
+    if search.progress is not None:
+        where = search.backend.name + (f"+{search.transform}" if search.transform else "")
+        failing = sorted({f.kind for found in search.seen.values() for f in found.findings})
+        search.progress.tick(where, examples=search.examples, max_examples=search.max_examples,
+                             shrink_steps=search.shrink_steps, failing=failing)
+
+
+def _stopped(exc: KeyboardInterrupt, spec: KernelSpec, runnable: list[Backend], searches: list[_Search],
+             runner: Runner, report: Report, out_dir: Path) -> Interrupted:
+    """Fold an interrupted verify into ``report``: the searches under way keep the failures
+    they saw (the smallest so far of each kind, with a reproducer; not blamed, as that
+    would trace the kernel again) and are ``fail``, or ``interrupted`` when they saw none;
+    the backends not reached are ``interrupted``."""
+    signame = signal_name(exc)
+    runner.forget_blame()
+    done = {(r.backend, r.transform) for r in report.results}
+    for search in (s for s in searches if (s.backend.name, s.transform) not in done):
+        found = search.found or _merge(list(reversed(search.seen.values())))  # the latest: the smallest yet
+        stopped = search.shrink.stopped if search.done else f"interrupted by {signame}; the example may not be minimal"
+        findings = _finish([(f, ex, *search.first_seen.get(f.kind, (0.0, 0))) for f, ex in found],
+                           stopped, runner, out_dir)
+        report.findings.extend(findings)
+        report.results.append(unfinished(_result(spec, search.backend, findings, search), signame))
+    started = {s.backend.name for s in searches}
+    report.results.extend(not_started(spec, [b.name for b in runnable if b.name not in started], signame))
+    return Interrupted(signame)

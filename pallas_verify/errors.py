@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["InvalidArgument", "InvalidSpec", "PallasVerifyError", "closest"]
+__all__ = ["InvalidArgument", "InvalidSpec", "PallasVerifyError", "brief", "closest"]
 
 
 class PallasVerifyError(Exception):
@@ -24,3 +24,18 @@ def closest(value: str, choices: Iterable[str]) -> str:
     """A ' Did you mean X?' suffix naming the closest valid choice, or ''."""
     match = difflib.get_close_matches(str(value), list(choices), n=1)
     return f" Did you mean {match[0]!r}?" if match else ""
+
+
+def brief(value: object, limit: int = 120) -> str:
+    """``value`` on one short line for an error message: an array by its type, shape and
+    dtype (never its elements), a list or tuple by its first items, anything else by its
+    repr, cut at ``limit`` characters."""
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{type(value).__name__}(shape={tuple(shape)}, dtype={dtype})"
+    if isinstance(value, (list, tuple)):
+        items = ", ".join(brief(v, 60) for v in value[:3]) + (", ..." if len(value) > 3 else "")
+        text = f"[{items}]" if isinstance(value, list) else f"({items}{',' if len(value) == 1 else ''})"
+        return f"a {type(value).__name__} of {len(value)}: {text}" if len(value) > 3 else text
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

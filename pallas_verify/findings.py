@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
-__all__ = ["FINDING_KINDS", "Finding", "Kind"]
+__all__ = ["FINDING_KINDS", "Finding", "Kind", "one_per_reference_failure"]
 
 Kind = Literal[
     "mismatch",
@@ -62,3 +62,18 @@ class Finding:
     def __post_init__(self) -> None:
         if self.kind not in FINDING_KINDS:
             raise ValueError(f"Finding kind={self.kind!r} is not one of {FINDING_KINDS}")
+
+
+def one_per_reference_failure(findings: list[Finding]) -> list[Finding]:
+    """``findings`` with each failure of the reference once: every backend's search meets it
+    on the same examples, but it is the reference's, not a backend's."""
+    seen: set[tuple[str, str | None, str]] = set()
+    kept = []
+    for f in findings:
+        if f.backend == "reference":
+            key = (f.kind, f.transform, f.message)
+            if key in seen:
+                continue
+            seen.add(key)
+        kept.append(f)
+    return kept

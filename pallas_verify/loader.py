@@ -12,6 +12,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.spec import KernelSpec
@@ -96,15 +97,33 @@ def load_specs(ref: str) -> list[KernelSpec]:
             raise InvalidArgument(f"{ref!r} defines no module-level KernelSpec; define one at module level "
                                   "(e.g. SPEC = pv.KernelSpec(...)) or name it as FILE.py::NAME.")
     else:
-        if not hasattr(module, name):
-            specs = [n for n, v in vars(module).items() if isinstance(v, KernelSpec)]
-            raise InvalidArgument(f"{where!r} has no attribute {name!r}; its KernelSpecs: {specs}.")
-        found = [(name, getattr(module, name))]
+        found = [_named(module, where, name)]
     for attr, value in found:
         if not isinstance(value, KernelSpec):
             raise InvalidSpec(f"{where}::{attr} is a {type(value).__name__}, not a pallas_verify.KernelSpec.")
         _REFS[id(value)] = _ref_for(module, where, attr)
     return [v for _, v in found]
+
+
+def _named(module: ModuleType, where: str, name: str) -> tuple[str, Any]:
+    """The (variable, value) ``name`` refers to: the module-level KernelSpec of that variable,
+    else the one whose ``name`` field it is (``FILE::segment_sum`` for ``SEGMENT_SUM =
+    pv.KernelSpec(name="segment_sum", ...)``), else the attribute (checked by the caller)."""
+    value = getattr(module, name, None)
+    if isinstance(value, KernelSpec):
+        return name, value
+    specs = [(n, v) for n, v in vars(module).items() if isinstance(v, KernelSpec)]
+    by_name = [(n, v) for n, v in specs if v.name == name]
+    if by_name:
+        return by_name[0]
+    listed = ", ".join(n if v.name == n else f"{n} (name {v.name!r})" for n, v in specs) or "none"
+    if value is None and not hasattr(module, name):
+        raise InvalidArgument(f"{where!r} has no attribute {name!r} and no KernelSpec named so; its KernelSpecs: "
+                              f"{listed}.")
+    if not specs:
+        return name, value
+    raise InvalidSpec(f"{where}::{name} is a {type(value).__name__}, not a pallas_verify.KernelSpec; its "
+                      f"KernelSpecs: {listed}.")
 
 
 def load_spec(ref: str) -> KernelSpec:

@@ -11,7 +11,7 @@ from typing import Any, Literal, get_args
 
 from hypothesis import strategies as st
 
-from pallas_verify.errors import InvalidSpec, closest
+from pallas_verify.errors import InvalidSpec, brief, closest
 
 __all__ = ["PLATFORMS", "TRANSFORMS", "KernelSpec", "Tolerance"]
 
@@ -83,12 +83,12 @@ class KernelSpec:
             _check_callable(self.name, field, getattr(self, field))
         if not isinstance(self.configs, st.SearchStrategy):
             raise InvalidSpec(
-                f"KernelSpec {self.name!r}: configs={self.configs!r} must be a Hypothesis "
+                f"KernelSpec {self.name!r}: configs={brief(self.configs)} must be a Hypothesis "
                 "SearchStrategy of dicts, e.g. st.fixed_dictionaries({'block': st.just(128)})."
             )
         if self.tolerance is not None and not isinstance(self.tolerance, Tolerance):
             raise InvalidSpec(
-                f"KernelSpec {self.name!r}: tolerance={self.tolerance!r} must be None or "
+                f"KernelSpec {self.name!r}: tolerance={brief(self.tolerance)} must be None or "
                 "pv.Tolerance(rtol=..., atol=...)."
             )
         object.__setattr__(self, "platforms", _choices(self.name, "platforms", self.platforms, PLATFORMS, nonempty=True))
@@ -131,14 +131,14 @@ def _check_name(name: object) -> None:
     ok = isinstance(name, str) and name and all(c.isalnum() or c in "_-." for c in name)
     if not ok:
         raise InvalidSpec(
-            f"KernelSpec name={name!r} must be a non-empty string of letters, digits, "
+            f"KernelSpec name={brief(name)} must be a non-empty string of letters, digits, "
             "'_', '-' or '.', e.g. 'matmul_bf16'."
         )
 
 
 def _check_callable(spec: str, field: str, value: object) -> None:
     if not callable(value):
-        raise InvalidSpec(f"KernelSpec {spec!r}: {field}={value!r} must be callable.")
+        raise InvalidSpec(f"KernelSpec {spec!r}: {field}={brief(value)} must be callable.")
 
 
 def _strings(spec: str, field: str, value: object) -> tuple[str, ...]:
@@ -146,7 +146,7 @@ def _strings(spec: str, field: str, value: object) -> tuple[str, ...]:
         raise InvalidSpec(
             f"KernelSpec {spec!r}: {field}={value!r} must be a tuple of strings, "
             f"e.g. ({value!r},)." if isinstance(value, str) else
-            f"KernelSpec {spec!r}: {field}={value!r} must be a tuple of strings."
+            f"KernelSpec {spec!r}: {field}={brief(value)} must be a tuple of strings."
         )
     for item in value:
         if not isinstance(item, str) or not item:
@@ -172,6 +172,6 @@ def _check_unsupported(spec: str, value: object) -> None:
         isinstance(k, str) and isinstance(v, str) and v for k, v in value.items()
     ):
         raise InvalidSpec(
-            f"KernelSpec {spec!r}: unsupported={value!r} must map backend globs to "
+            f"KernelSpec {spec!r}: unsupported={brief(value)} must map backend globs to "
             "reasons, e.g. {'mosaic_tpu:v4': 'int8 matmul needs v5 or later'}."
         )

@@ -16,10 +16,28 @@ if TYPE_CHECKING:
     from pallas_verify.reports.report import Report
     from pallas_verify.spec import KernelSpec
 
-__all__ = ["DEFAULT_BACKENDS", "KernelFindingsError", "PluginOptions", "kernel_test", "verify_with"]
+__all__ = ["DEFAULT_BACKENDS", "DEFAULT_COMPILE_TARGETS", "DEFAULT_INTERPRETERS", "KernelFindingsError", "PluginOptions",
+           "default_backends", "kernel_test", "verify_with"]
 
-#: The backends the plugin runs unless ``--pv-backends`` names others: the interpreters.
-DEFAULT_BACKENDS: tuple[str, ...] = ("interpret", "tpu_interpret", "gpu_interpret")
+#: The interpreters: every default run has them.
+DEFAULT_INTERPRETERS: tuple[str, ...] = ("interpret", "tpu_interpret", "gpu_interpret")
+#: One compile-only target per compiler extra, run by default where that extra is installed
+#: (libtpu: Mosaic TPU for v5e; the CUDA plugin: Triton for H100), so a kernel the
+#: compiler rejects fails a default run, not only one that names compile backends.
+DEFAULT_COMPILE_TARGETS: tuple[str, ...] = ("mosaic_tpu:v5e", "triton:h100")
+
+
+def default_backends() -> tuple[str, ...]:
+    """The interpreters, then each DEFAULT_COMPILE_TARGETS whose compiler is installed here
+    (looked up by file: nothing is imported)."""
+    from pallas_verify.backends.families import missing_compiler
+
+    return DEFAULT_INTERPRETERS + tuple(t for t in DEFAULT_COMPILE_TARGETS
+                                        if missing_compiler(t.partition(":")[0]) is None)
+
+
+#: The backends the plugin and ``kernel_test`` run unless told otherwise (default_backends()).
+DEFAULT_BACKENDS: tuple[str, ...] = default_backends()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

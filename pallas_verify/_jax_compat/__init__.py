@@ -5,6 +5,7 @@ Everything here is specific to JAX 0.12 (see PALLAS_ON_CPU.md); when JAX changes
 package is the only one to update. Callers use the names re-exported here.
 """
 
+from pallas_verify._jax_compat.bounds import checked_bounds as checked_bounds
 from pallas_verify._jax_compat.deadlock import DeadlockError as DeadlockError
 from pallas_verify._jax_compat.deadlock import deadlock_watch as deadlock_watch
 from pallas_verify._jax_compat.devices import abstract_mesh_of as abstract_mesh_of
@@ -32,6 +33,7 @@ from pallas_verify._jax_compat.tracing import evaluate as evaluate
 from pallas_verify._jax_compat.tracing import grid_mapping as grid_mapping
 from pallas_verify._jax_compat.tracing import index_map_function as index_map_function
 from pallas_verify._jax_compat.tracing import is_kernel as is_kernel
+from pallas_verify._jax_compat.tracing import kernel_params as kernel_params
 from pallas_verify._jax_compat.tracing import kernel_site as kernel_site
 from pallas_verify._jax_compat.tracing import sub_jaxprs as sub_jaxprs
 from pallas_verify._jax_compat.tracing import written_refs as written_refs
@@ -51,6 +53,7 @@ __all__ = [
     "call_body",
     "call_name",
     "capture_logs",
+    "checked_bounds",
     "deadlock_watch",
     "equations",
     "error_info",
@@ -60,6 +63,7 @@ __all__ = [
     "grid_mapping",
     "index_map_function",
     "is_kernel",
+    "kernel_params",
     "kernel_site",
     "reset_interpreters",
     "semaphore_leaks",

@@ -222,6 +222,21 @@ def grid_mapping(eqn: Any) -> GridMapping:
     )
 
 
+def kernel_params(body: Any) -> tuple[tuple[str, str, tuple[int, ...], str], ...]:
+    """``(name, memory space, shape, dtype)`` of each parameter of a kernel body jaxpr, in
+    order (scalar prefetch, inputs, outputs, scratch), named as in the kernel function's
+    signature (``arg3`` where the trace kept no name)."""
+    names = getattr(getattr(body, "debug_info", None), "arg_names", None) or ()
+    params = []
+    for i, var in enumerate(body.invars):
+        aval = var.aval
+        name = names[i] if i < len(names) and names[i] else f"arg{i}"
+        space = getattr(aval, "memory_space", None)
+        params.append((str(name), str(space) if space is not None else "default",
+                       tuple(int(d) for d in getattr(aval, "shape", ())), str(getattr(aval, "dtype", ""))))
+    return tuple(params)
+
+
 def index_map_function(closed: Any) -> Any:
     """A pure function of ``(*grid_indices, *prefetch_values)`` for an index-map jaxpr.
 

@@ -13,11 +13,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import importlib.util
-import shutil
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
@@ -150,19 +147,4 @@ def _cache_key(backend: str, case: Case) -> tuple[Any, ...]:
 
 def _missing(family: str) -> str | None:
     """Why this family cannot run here, or None. Looks for files only: no import of jax."""
-    extra = targets.family(family).extra
-    if extra == "tpu":
-        if importlib.util.find_spec("libtpu") is None:
-            return f"libtpu is not installed: pip install 'pallas-verify[{extra}]'"
-        return None
-    if importlib.util.find_spec("jax_plugins") is None or importlib.util.find_spec("jax_plugins.xla_cuda12") is None:
-        return f"the CUDA plugin is not installed: pip install 'pallas-verify[{extra}]'"
-    if family == "mosaic_gpu" and _ptxas() is None:
-        return ("ptxas was not found on PATH nor in /usr/local/cuda/bin: Mosaic GPU assembles "
-                "with the CUDA toolkit's ptxas; install the CUDA toolkit and put ptxas on PATH")
-    return None
-
-
-def _ptxas() -> str | None:
-    default = Path("/usr/local/cuda/bin/ptxas")
-    return shutil.which("ptxas") or (str(default) if default.exists() else None)
+    return targets.missing_compiler(family)

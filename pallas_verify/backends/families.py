@@ -262,3 +262,28 @@ def _read(path: Path) -> str:
         return path.read_text().strip()
     except OSError:
         return ""
+
+
+def missing_compiler(name: str) -> str | None:
+    """Why family ``name``'s compiler cannot run here (its extra is not installed, or
+    Mosaic GPU has no ptxas), or None. Looks for files only: no import of jax."""
+    import importlib.util
+
+    extra = family(name).extra
+    if extra == "tpu":
+        if importlib.util.find_spec("libtpu") is None:
+            return f"libtpu is not installed: pip install 'pallas-verify[{extra}]'"
+        return None
+    if importlib.util.find_spec("jax_plugins") is None or importlib.util.find_spec("jax_plugins.xla_cuda12") is None:
+        return f"the CUDA plugin is not installed: pip install 'pallas-verify[{extra}]'"
+    if name == "mosaic_gpu" and _ptxas() is None:
+        return ("ptxas was not found on PATH nor in /usr/local/cuda/bin: Mosaic GPU assembles "
+                "with the CUDA toolkit's ptxas; install the CUDA toolkit and put ptxas on PATH")
+    return None
+
+
+def _ptxas() -> str | None:
+    import shutil
+
+    default = Path("/usr/local/cuda/bin/ptxas")
+    return shutil.which("ptxas") or (str(default) if default.exists() else None)

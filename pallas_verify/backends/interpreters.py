@@ -31,7 +31,10 @@ class HloInterpret:
         return st.just({})
 
     def run(self, case: Case) -> Outcome:
-        return execute(case, True)
+        """Run with the lanes of masked loads and stores checked against their ref's bounds
+        (``_jax_compat.checked_bounds``): a Triton-style mask off by one is ``out_of_bounds``."""
+        with _jax_compat.checked_bounds():
+            return execute(case, True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +65,7 @@ class TpuInterpret:
 
         params = pltpu.InterpretParams(**{"on_race": "warn", "buffer_bounds": "padded", **case.mode})
         with _jax_compat.tpu_target(), _jax_compat.deadlock_watch():  # a deadlock ends the run as `deadlock`
-            return execute(case, params)
+            return _in_kernel_terms(case, execute(case, params))
 
     def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
         """Metamorphic reruns: (finding kind, knob, mode) with one knob changed.
@@ -81,6 +84,29 @@ class TpuInterpret:
             ("dma_ordering", "dma_execution_mode", {**quiet, "dma_execution_mode": other["dma_execution_mode"]}),
             ("grid_order", "random_seed", {**quiet, "random_seed": seed, "num_cores_or_threads": cores}),
         ]
+
+
+def _in_kernel_terms(case: Case, outcome: Outcome) -> Outcome:
+    """The outcome with its race reports, semaphore counts, deadlock and out-of-bounds
+    messages naming the kernel's own parameters, elements, grid points and source lines
+    instead of the interpreter's buffer numbers (``grid.buffers``). The kernel is traced
+    again only when there is such a message; when that fails the text stays as it was."""
+    error = outcome.error
+    named_error = error is not None and _jax_compat.error_kind(error.message) in ("deadlock", "out_of_bounds")
+    if not outcome.diagnostics and not named_error:
+        return outcome
+    from pallas_verify.backends.wrap import kernel_under
+    from pallas_verify.grid.buffers import in_kernel_terms
+    from pallas_verify.grid.trace import grid_mappings
+
+    try:
+        calls = grid_mappings(kernel_under(case.spec, case.transform), case.inputs, case.config)
+    except Exception:  # names are a courtesy: the interpreter's own text is still right
+        return outcome
+    if named_error:
+        assert error is not None
+        error = dataclasses.replace(error, message=in_kernel_terms(error.message, calls))
+    return dataclasses.replace(outcome, diagnostics=in_kernel_terms(outcome.diagnostics, calls), error=error)
 
 
 def _other_choice(knob: str, mode: Mapping[str, Any]) -> str:

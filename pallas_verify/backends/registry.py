@@ -57,13 +57,23 @@ def resolve(names: Sequence[str] | None) -> list[Backend]:
 def skip_reason(spec: KernelSpec, backend: Backend) -> Skip | None:
     """Why ``spec`` does not run on ``backend`` here, or None when it runs.
 
-    ``skipped``: the backend is not available on this machine, or serves platforms the
-    kernel does not target. ``unsupported``: the spec declares the backend unsupported.
+    ``skipped``: the backend is not available on this machine, serves platforms the
+    kernel does not target, or compiles in a worker that could not load the spec. ``unsupported``: the spec declares the backend unsupported.
     """
     reason = backend.available()
     if reason is None and not backend.platforms & set(spec.platforms):
         reason = f"{backend.name} serves {sorted(backend.platforms)}; the kernel targets {list(spec.platforms)}"
+    if reason is None and getattr(backend, "isolate", False) and _no_reference(spec):
+        reason = (f"{backend.name} compiles in a worker process, which loads the KernelSpec by reference; define "
+                  "the spec at module level (FILE.py::NAME) to compile it")
     if reason is not None:
         return Skip("skipped", reason)
     declared = spec.unsupported_reason(backend.name)
     return Skip("unsupported", declared) if declared else None
+
+
+def _no_reference(spec: KernelSpec) -> bool:
+    """A spec built inside a function (``kernel_test``) has no reference a worker could load."""
+    from pallas_verify.loader import spec_ref
+
+    return spec_ref(spec) is None

@@ -55,6 +55,20 @@ def bundled_specs(pattern: str = "*") -> list[KernelSpec]:
     return specs
 
 
+def user_specs(targets: Sequence[str], pattern: str = "*") -> list[KernelSpec]:
+    """The KernelSpecs of spec files or modules (``FILE.py``, ``FILE.py::NAME``, ``MODULE``)
+    whose names match ``pattern`` (fnmatch; ``a,b`` for several), in file order."""
+    from pallas_verify.loader import load_specs
+
+    patterns = [p for p in pattern.split(",") if p]
+    specs: dict[int, KernelSpec] = {}
+    for target in targets:
+        specs.update((id(s), s) for s in load_specs(target) if any(fnmatch.fnmatchcase(s.name, p) for p in patterns))
+    if not specs:
+        raise InvalidArgument(f"--kernels {pattern!r} matches no KernelSpec of {', '.join(targets)}; try '*'.")
+    return list(specs.values())
+
+
 def _device_shortfall(spec: KernelSpec) -> str | None:
     """Why the kernel cannot run with this process's device count, if it cannot."""
     import jax
@@ -76,13 +90,16 @@ def run_conformance(
     progress: Callable[[str], Any] = print,
     executor: Executor | None = None,
     generated_s: float = 0.0,
+    status: Callable[[int, Sequence[str]], Any] | None = None,
 ) -> Report:
     """Verify each spec on each backend; the Report's results are the matrix.
 
     With ``executor`` each spec is one unit of work run there (the report records each
     cell's node); without, the specs run one after another in this process. With
     ``generated_s`` > 0, a smith campaign of that many seconds adds the "generated
-    programs" row (programs run, pass, divergences per TPU-capable backend).
+    programs" row (programs run, pass, divergences per TPU-capable backend). ``progress``
+    gets a line per finished kernel; ``status`` (if given) hears, while units run, how
+    many kernels finished and which run now.
     """
     from pallas_verify.backends import registry
 
@@ -91,7 +108,7 @@ def run_conformance(
     started = time.perf_counter()
     if executor is not None:
         report.executor = executor.name
-        _run_units(specs, names, max_examples, profile, Path(out_dir) / "repro", executor, report, progress)
+        _run_units(specs, names, max_examples, profile, Path(out_dir) / "repro", executor, report, progress, status)
     else:
         _run_here(specs, names, max_examples, profile, Path(out_dir) / "repro", report, progress)
     if generated_s > 0:
@@ -148,7 +165,8 @@ def run_unit(work: Work) -> dict[str, Any]:
 
 
 def _run_units(specs: Sequence[KernelSpec], names: list[str], max_examples: int, profile: str, repro: Path,
-               executor: Executor, report: Report, progress: Callable[[str], Any]) -> None:
+               executor: Executor, report: Report, progress: Callable[[str], Any],
+               status: Callable[[int, Sequence[str]], Any] | None = None) -> None:
     """Every spec as a unit on ``executor``; parts merged in spec order as they come back."""
     from pallas_verify.execution.units import receive_reproducers
     from pallas_verify.loader import spec_ref
@@ -172,6 +190,8 @@ def _run_units(specs: Sequence[KernelSpec], names: list[str], max_examples: int,
                 parts[spec.name] = _part(spec, names, done, receive_reproducers, repro)
                 progress(f"[{len(parts)}/{len(specs)}] {spec.name}: {tally(parts[spec.name].results)}"
                          + (f" (on {done.node})" if done.node and executor.name != "local" else ""))
+            if status is not None:
+                status(len(parts), [w.tag for w in executor.running()])
     except KeyboardInterrupt:
         executor.cancel()
         report.interrupted = True

@@ -1,4 +1,4 @@
-"""Live progress of a campaign on the driver: a bar on a terminal, a line every 10 s otherwise.
+"""Live progress on the driver: a bar on a terminal, a line every 10 s otherwise (or nothing).
 
 The line says, per backend, how many cells have finished at least one unit, how many run
 now and how many wait, and how many findings the campaign has so far.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import shutil
 import time
 from collections.abc import Iterable
 from typing import TextIO
@@ -26,36 +27,54 @@ def per_backend(cells: Iterable[tuple[str, str]], done: set[tuple[str, str]], ru
 
 @dataclasses.dataclass
 class Progress:
-    """A one-line progress bar on a terminal; a plain line every 10 s otherwise."""
+    """A one-line progress bar on a terminal; when the stream is not one, a plain line every
+    ``piped_every_s`` seconds (None: nothing extra, only the notes)."""
 
     stream: TextIO
-    budget_s: float
+    budget_s: float | None = None
     last: float = 0.0
     width: int = 0
+    piped_every_s: float | None = 10.0
+
+    @property
+    def tty(self) -> bool:
+        return bool(getattr(self.stream, "isatty", lambda: False)())
 
     def show(self, *, elapsed: float, cells: str, examples: int, findings: int) -> None:
-        tty = getattr(self.stream, "isatty", lambda: False)()
+        budget = self.budget_s or 0.0
+        share = min(1.0, elapsed / budget) if budget > 0 else 0.0
+        left = max(0.0, budget - elapsed)
+        self.status(share, f"{share:4.0%} | cells done/running/pending: {cells} | {examples} examples | "
+                    f"{findings} findings | {int(left // 60):02d}:{int(left % 60):02d} left")
+
+    def status(self, share: float, text: str, *, force: bool = False) -> None:
+        """Redraw the status line (at most 4 times a second; ``force``: now)."""
         now = time.monotonic()
-        if now - self.last < (0.25 if tty else 10.0):
+        if not self.tty and self.piped_every_s is None:
+            return
+        if not force and now - self.last < (0.25 if self.tty else (self.piped_every_s or 0.0)):
             return
         self.last = now
-        share = min(1.0, elapsed / self.budget_s)
-        left = max(0.0, self.budget_s - elapsed)
-        text = (f"{share:4.0%} | cells done/running/pending: {cells} | {examples} examples | {findings} findings | "
-                f"{int(left // 60):02d}:{int(left % 60):02d} left")
-        if tty:
-            bar = "#" * round(share * 20)
+        if self.tty:
+            bar = "#" * round(min(1.0, max(0.0, share)) * 20)
             line = f"[{bar:<20}] {text}"
+            columns = shutil.get_terminal_size((120, 24)).columns - 1
+            line = line if len(line) <= columns else line[: columns - 3] + "..."
             self.stream.write("\r" + line.ljust(self.width))
             self.width = len(line)
         else:
             self.stream.write(text + "\n")
         self.stream.flush()
 
-    def note(self, line: str) -> None:
+    def clear(self) -> None:
+        """Erase the status line (before other output goes to the terminal)."""
         if self.width:
             self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
             self.width = 0
+
+    def note(self, line: str) -> None:
+        self.clear()
         self.stream.write(line + "\n")
         self.stream.flush()
         self.last = 0.0

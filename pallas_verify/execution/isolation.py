@@ -129,6 +129,9 @@ class Worker:
                 return self._conn.recv()
         except (EOFError, OSError, BrokenPipeError):
             return Outcome(crashed=self._death(), seconds=time.perf_counter() - start)
+        except BaseException:  # interrupted while waiting: its answer would be taken for the next request's
+            self.close()
+            raise
         self.close()
         seconds = time.perf_counter() - start
         why = (f"its worker process used no CPU for {idle:.1f} s past the idle limit"

@@ -83,6 +83,11 @@ class PallasCall:
         outputs this call produces directly (through jit and dtype casts).
       aliases: ``(input index, output index)`` pairs of input_output_aliases (indices into
         ``inputs`` and ``outputs``).
+      params: ``(name, memory space, shape, dtype)`` of each parameter of the kernel
+        function (scalar prefetch, inputs, outputs, scratch), named as in its signature.
+      num_prefetch: how many of ``params`` are scalar-prefetch operands.
+      lowering: the lowering its compiler params ask for (``"default"``, ``"mosaic_tpu"``,
+        ``"triton"``, ...; see ``_jax_compat.kernel_site``), ``""`` when unknown.
     """
 
     name: str
@@ -99,6 +104,9 @@ class PallasCall:
     aliased_outputs: tuple[int, ...] = ()
     produces: tuple[tuple[int, int], ...] = ()
     aliases: tuple[tuple[int, int], ...] = ()
+    params: tuple[tuple[str, str, tuple[int, ...], str], ...] = ()
+    num_prefetch: int = 0
+    lowering: str = ""
 
     def output_for(self, kernel_output: int) -> BlockOperand | None:
         for k, c in self.produces:
@@ -210,6 +218,9 @@ def _pallas_call(eqn, args, position: int) -> PallasCall:
         mutated_inputs=_mutated_inputs(gm, ins),
         aliased_outputs=tuple(sorted(o for _, o in gm.aliases)),
         aliases=tuple(sorted((i - gm.num_index_operands, o) for i, o in gm.aliases)),
+        params=_jax_compat.kernel_params(gm.body),
+        num_prefetch=gm.num_index_operands,
+        lowering=_jax_compat.kernel_site(eqn),
     )
 
 

@@ -18,7 +18,7 @@ from pallas_verify.reference import Truth
 from pallas_verify.spec import Tolerance
 from pallas_verify.tolerance import Comparison, compare
 
-__all__ = ["compare_outputs", "outcome_findings"]
+__all__ = ["STRUCTURAL", "compare_outputs", "outcome_findings"]
 
 
 def compare_outputs(
@@ -70,8 +70,20 @@ def outcome_findings(
         if not all(c.ok for c in table):
             lines = [c.describe() for c in table if not c.ok]
             found.append(case_finding(case, "mismatch", "outputs differ from the reference:\n" + "\n".join(lines),
-                                  outputs=lines))
+                                  outputs=lines, **_structural(table)))
     return found
+
+
+#: Why a mismatch of shapes, dtypes or output counts is reported as found, not shrunk.
+STRUCTURAL = ("the outputs' shapes, dtypes or count differ from the reference's, which no smaller input "
+              "value would change: reported as found, not shrunk")
+
+
+def _structural(table: Sequence[Comparison]) -> dict[str, str]:
+    """``{"shrink_stopped": STRUCTURAL}`` when every bad output differs in structure only
+    (shape, dtype, count): the engine then reports the example at once."""
+    bad = [c for c in table if not c.ok]
+    return {"shrink_stopped": STRUCTURAL} if bad and all(c.problem for c in bad) else {}
 
 
 def _error_finding(case: Case, outcome: Outcome, executes: bool) -> Finding:

@@ -40,8 +40,10 @@ class StaticResult:
 
 def _static_issues(spec: KernelSpec, request: Mapping[str, Any]) -> list[Any]:
     from pallas_verify.grid import check as gridcheck
+    from pallas_verify.grid.tiling import tiling_issues
 
-    return gridcheck.check_grid(spec.kernel, request["inputs"], request["config"])
+    calls = gridcheck.grid_mappings(spec.kernel, request["inputs"], request["config"])
+    return [issue for call in calls for issue in gridcheck.check_call(call)] + tiling_issues(spec, calls)
 
 
 def _blame(spec: KernelSpec, request: Mapping[str, Any]) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["blame_maps", "heatmap_svg", "text_heatmap"]
+__all__ = ["blame_maps", "heatmap_svg", "text_heatmap", "text_legend"]
 
 _MAX_CELLS = 64  # a blame map larger than this per side is pooled (max) before drawing
 _SHADES = " .:-=+*#%@"
@@ -64,7 +64,8 @@ def _scale(matrix: np.ndarray) -> float:
 
 
 def text_heatmap(matrix: np.ndarray, *, limit: int = 32) -> list[str]:
-    """A blame map as characters: ``.`` for a clean block, denser for larger error, X for inf/NaN."""
+    """A blame map as characters: ``.`` for a clean block, ``:`` (the least) to ``@`` (the largest)
+    for larger error, X for inf/NaN."""
     pooled, _ = _pooled(matrix, limit)
     top = _scale(pooled)
     lines = []
@@ -76,9 +77,16 @@ def text_heatmap(matrix: np.ndarray, *, limit: int = 32) -> list[str]:
             elif v <= 0:
                 chars.append(".")
             else:
-                chars.append(_SHADES[max(1, min(len(_SHADES) - 1, math.ceil(v / top * (len(_SHADES) - 1))))])
+                chars.append(_SHADES[max(2, min(len(_SHADES) - 1, math.ceil(v / top * (len(_SHADES) - 1))))])
         lines.append("".join(chars))
     return lines
+
+
+def text_legend(matrix: np.ndarray) -> str:
+    """What the characters of ``text_heatmap(matrix)`` mean, with the error ``@`` stands for."""
+    top = _scale(_pooled(np.asarray(matrix, dtype=float), 32)[0])
+    return (f"'.' clean, '{_SHADES[2:-1]}' growing error, '{_SHADES[-1]}' the largest "
+            f"({top:.3g}), X NaN/inf")
 
 
 def _color(value: float, top: float) -> str:

@@ -11,7 +11,7 @@ from pallas_verify.findings import Finding
 from pallas_verify.reports.heatmap import blame_maps, heatmap_svg
 from pallas_verify.reports.matrix import CELL_LABELS
 from pallas_verify.reports.report import Report, jsonable
-from pallas_verify.reports.tables import matrix_rows, summary_pairs
+from pallas_verify.reports.tables import FEATURE_LEGEND, feature_rows, matrix_rows, summary_pairs
 from pallas_verify.reports.text import reproduce_command
 
 __all__ = ["html_page"]
@@ -21,7 +21,7 @@ body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d2329;max-width:120
 h1{font-size:22px}h2{font-size:17px;margin-top:28px}
 table{border-collapse:collapse}td,th{border:1px solid #d0d7de;padding:4px 8px;text-align:left}
 th{background:#f6f8fa}.pass{background:#dafbe1}.fail{background:#ffd8d3;font-weight:600}
-.skipped,.unsupported{background:#f1f3f5;color:#6e7781}
+.skipped,.unsupported{background:#f1f3f5;color:#6e7781}.interrupted{background:#fff3cd;color:#6e5600}
 pre{background:#f6f8fa;padding:8px;overflow:auto;white-space:pre-wrap;word-break:break-word}
 .finding{border:1px solid #d0d7de;border-radius:6px;padding:4px 14px;margin:14px 0}
 code{background:#eff1f3;padding:1px 4px}dl.sum{display:grid;grid-template-columns:max-content auto;gap:2px 14px}
@@ -52,6 +52,17 @@ def _html_matrix(report: Report) -> str:
     return f"<table><tr><th>kernel</th>{head}</tr>{''.join(body)}</table>"
 
 
+def _html_features(report: Report) -> str:
+    backends, rows = feature_rows(report)
+    if not rows or not backends:
+        return ""
+    head = "".join(f"<th>{_e(b)}</th>" for b in backends)
+    body = "".join(f"<tr><th>{_e(tag)}</th>" + "".join(f"<td>{_e(t)}</td>" for t in texts) + "</tr>"
+                   for tag, texts in rows)
+    return (f"<h2>feature x backend</h2><table><tr><th>feature</th>{head}</tr>{body}</table>"
+            f"<p><small>{_e(FEATURE_LEGEND)}</small></p>")
+
+
 def _html_finding(i: int, finding: Finding) -> str:
     parts = [f'<section class="finding" id="finding-{i}"><h2>{i}. {_e(finding.kind)} in {_e(finding.kernel)} '
              f"on {_e(finding.backend)}{' (' + _e(finding.transform) + ')' if finding.transform else ''}</h2>",
@@ -77,5 +88,5 @@ def html_page(report: Report, *, title: str = "pallas-verify report") -> str:
     findings = "".join(_html_finding(i, f) for i, f in enumerate(report.findings, 1))
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
             f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>"
-            f'<dl class="sum">{summary}</dl><h2>kernel x backend</h2>{_html_matrix(report)}'
+            f'<dl class="sum">{summary}</dl><h2>kernel x backend</h2>{_html_matrix(report)}{_html_features(report)}'
             f"<h2>findings</h2>{findings or '<p>No findings.</p>'}</body></html>\n")

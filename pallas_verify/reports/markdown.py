@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pallas_verify.reports.matrix import CELL_LABELS
 from pallas_verify.reports.report import Report
-from pallas_verify.reports.tables import matrix_rows, summary_pairs
+from pallas_verify.reports.tables import FEATURE_LEGEND, feature_rows, matrix_rows, summary_pairs
 from pallas_verify.reports.text import finding_text
 
 __all__ = ["markdown"]
@@ -26,6 +26,11 @@ def markdown(report: Report) -> str:
             marks = [CELL_LABELS[c.status] if c else "" for c in cells]
             out.append(f"| {_md_cell(kernel)} | " + " | ".join(marks) + " |")
         out.append("")
+    backends, features = feature_rows(report)
+    if features and backends:
+        out += ["| feature | " + " | ".join(_md_cell(b) for b in backends) + " |", "|---" * (len(backends) + 1) + "|"]
+        out += [f"| {_md_cell(tag)} | " + " | ".join(texts) + " |" for tag, texts in features]
+        out += ["", f"_{FEATURE_LEGEND}_", ""]
     for i, finding in enumerate(report.findings, 1):
         out += [f"## {i}. `{finding.kind}` in `{_md_cell(finding.kernel)}` on `{finding.backend}`", "",
                 "```", finding_text(finding).replace("```", "'''"), "```", ""]

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["BackendResult", "Report", "cell_key", "divergence_cells", "finding_dict", "finding_from_dict", "join_reasons", "jsonable",
            "kernel_entry", "unrun_results", "write_atomic"]
 
-Status = Literal["pass", "fail", "unsupported", "skipped"]
+Status = Literal["pass", "fail", "unsupported", "skipped", "interrupted"]
 _LIST_SEPARATOR = ", "  # reason and node hold their lists as text, in JSON too
 
 
@@ -36,7 +36,8 @@ class BackendResult:
     Attributes:
       kernel, backend: the cell's coordinates.
       status: pass, fail (with findings), unsupported (declared by the spec, with the
-        reason) or skipped (backend not available here or not for this platform).
+        reason), skipped (backend not available here or not for this platform) or
+        interrupted (the run was stopped before this cell's search finished).
       reason: why unsupported or skipped; the kinds of its findings for fail (a list,
         see ``reasons``).
       examples: examples Hypothesis generated and ran on this backend.

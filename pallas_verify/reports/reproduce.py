@@ -132,8 +132,9 @@ def reproduce(
     EXIT_REPRODUCES (1): the case still shows a ``kind`` finding on ``backend`` or one of
     ``others`` (or, with it gone, some other finding: the case still fails). EXIT_FIXED (0): the case ran and
     showed nothing. EXIT_CANNOT_RUN (3): the case could not be run here (the spec or the
-    inputs do not load, the reference raises where it did not, the backend is not
-    available or cannot run the kernel), so nothing is known about the finding.
+    inputs do not load, the reference raises: a reference failure's own reproducer exits 3
+    until the reference is fixed; the backend is not available or cannot run the kernel),
+    so nothing is known about the kernel.
     """
     try:
         findings, name = _rerun(spec, {**(others or {}), backend: mode}, config, inputs, transform)
@@ -142,8 +143,10 @@ def reproduce(
         return EXIT_CANNOT_RUN
     for f in findings:
         print(f"[{f.kind}] {f.kernel} on {f.backend}: {f.message}")
-    if backend != "reference" and any(f.backend == "reference" for f in findings):
-        print(f"cannot run this case: the reference fails on it, so {kind} on {backend} cannot be judged.")
+    if any(f.backend == "reference" for f in findings):  # the kernel cannot be judged on this case
+        what = "" if backend == "reference" else f", so {kind} on {backend} cannot be judged"
+        print(f"cannot run this case: the reference fails on it{what}; fix the reference or narrow the "
+              "spec's configs/inputs.")
         return EXIT_CANNOT_RUN
     if any(f.kind == kind and f.backend in (backend, "static", *(others or {})) for f in findings):
         return EXIT_REPRODUCES

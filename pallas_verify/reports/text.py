@@ -8,11 +8,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from pallas_verify.findings import Finding
-from pallas_verify.reports.heatmap import blame_maps, text_heatmap
+from pallas_verify.reports.heatmap import blame_maps, text_heatmap, text_legend
 from pallas_verify.reports.matrix import matrix_lines, reason_lines, tally
 from pallas_verify.reports.report import BackendResult, Report, cell_key, jsonable
+from pallas_verify.reports.tables import FEATURE_LEGEND, NO_FEATURE, feature_rows
 
-__all__ = ["cell_findings", "finding_text", "findings_text", "print_matrix", "print_summary", "reproduce_command"]
+__all__ = ["cell_findings", "cell_line", "feature_lines", "finding_text", "findings_text", "print_matrix", "print_summary", "reproduce_command"]
 
 
 def cell_findings(report: Report, result: BackendResult) -> list[Finding]:
@@ -53,7 +54,7 @@ def _evidence_lines(evidence: Mapping[str, Any], message: str) -> list[str]:
         lines.append("error table:")
         lines.extend(f"  {row}" for row in table)
     for label, matrix in blame_maps(evidence):
-        lines.append(f"blame map of {label} (rows x columns of blocks; '.' clean, X NaN/inf):")
+        lines.append(f"blame map of {label} (rows x columns of blocks; {text_legend(matrix)}):")
         lines.extend(f"  {row}" for row in text_heatmap(matrix))
     blame = evidence.get("blame")
     if isinstance(blame, Mapping) and isinstance(blame.get("message"), str):
@@ -72,6 +73,13 @@ def findings_text(findings: Sequence[Finding]) -> str:
     return "\n\n".join(finding_text(f) for f in findings)
 
 
+def cell_line(result: BackendResult) -> str:
+    """``"interpret              PASS        20 examples, 3.1 s"``: one cell's verdict."""
+    detail = result.effort if result.status in ("pass", "fail", "interrupted") else ""
+    why = f" ({result.reason})" if result.reason else ""
+    return f"{cell_key(result):<22} {result.status.upper():<11} {detail}{why}".rstrip()
+
+
 def print_summary(report: Report, file: TextIO | None = None) -> None:
     """Per kernel: one line per backend; then each finding with its reproducer.
     ``file``: default the current ``sys.stdout`` (looked up at the call, not at import)."""
@@ -81,10 +89,21 @@ def print_summary(report: Report, file: TextIO | None = None) -> None:
         for note in kernel.get("static_skipped", ()):
             print(f"  note: {note}", file=file)
         for r in (r for r in report.results if r.kernel == kernel["name"]):
-            detail = r.effort if r.status in ("pass", "fail") else ""
-            why = f" ({r.reason})" if r.reason else ""
-            print(f"  {cell_key(r):<22} {r.status.upper():<11} {detail}{why}", file=file)
+            print(f"  {cell_line(r)}", file=file)
     _print_tail(report, file)
+
+
+def feature_lines(report: Report) -> list[str]:
+    """The feature x backend table as text (rows: the specs' ``features``), then its legend."""
+    backends, rows = feature_rows(report)
+    if not rows or not backends or all(tag == NO_FEATURE for tag, _ in rows):
+        return []
+    first = max(len("feature"), *(len(tag) for tag, _ in rows)) + 2
+    widths = [max(len(b), *(len(texts[i]) for _, texts in rows)) for i, b in enumerate(backends)]
+    lines = ["feature".ljust(first) + "  ".join(b.ljust(w) for b, w in zip(backends, widths, strict=True))]
+    lines += [tag.ljust(first) + "  ".join(t.ljust(w) for t, w in zip(texts, widths, strict=True))
+              for tag, texts in rows]
+    return [line.rstrip() for line in lines] + [f"({FEATURE_LEGEND})"]
 
 
 def print_matrix(report: Report, file: TextIO | None = None) -> None:
@@ -92,6 +111,9 @@ def print_matrix(report: Report, file: TextIO | None = None) -> None:
     ``file``: default the current ``sys.stdout``."""
     file = file or sys.stdout
     print("\n".join(matrix_lines(report)), file=file)
+    features = feature_lines(report)
+    if features:
+        print("\n" + "\n".join(features), file=file)
     reasons = reason_lines(report)
     reasons += [f"note  {k['name']}: {note}" for k in report.kernels for note in k.get("static_skipped", ())]
     if reasons:
@@ -106,4 +128,5 @@ def _print_tail(report: Report, file: TextIO, cells: str = "") -> None:
     for f in report.findings:
         print(f"\n{finding_text(f)}\nfirst seen after {f.elapsed_s:.1f} s", file=file)
     n = len(report.findings)
-    print(f"\n{n} finding{'s' if n != 1 else ''} in {report.seconds:.1f} s{cells}", file=file)
+    stopped = " (interrupted: the cells not finished are marked so)" if report.interrupted else ""
+    print(f"\n{n} finding{'s' if n != 1 else ''} in {report.seconds:.1f} s{cells}{stopped}", file=file)

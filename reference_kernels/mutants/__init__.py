@@ -16,7 +16,7 @@ from pallas_verify.spec import KernelSpec
 __all__ = ["MODULES", "Mutant", "mutants"]
 
 #: The modules of this package that define ``MUTANTS``, in catalog order.
-MODULES: tuple[str, ...] = ("grid", "accumulate", "memory", "dma", "backward", "tiles", "hazards", "precision")
+MODULES: tuple[str, ...] = ("grid", "accumulate", "memory", "dma", "backward", "tiles", "hazards", "precision", "masks")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -60,3 +61,47 @@ def test_conformance_with_its_default_kernels_loads_and_runs_every_bundled_spec(
     markdown = (tmp_path / "report.md").read_text()
     assert "| kernel | interpret | interpret+grad | interpret+vmap | gpu_interpret | gpu_interpret+grad |" in markdown
     assert (tmp_path / "report.html").exists() and (tmp_path / "report.junit.xml").exists()
+
+
+USER_SPECS = textwrap.dedent('''
+    import jax, numpy as np
+    from hypothesis import strategies as st
+    from jax.experimental import pallas as pl
+    import pallas_verify as pv
+
+    def _body(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1
+
+    def add_one(x, *, block):
+        return pl.pallas_call(_body, grid=(pl.cdiv(x.shape[0], block),),
+                              in_specs=[pl.BlockSpec((block,), lambda i: (i,))],
+                              out_specs=pl.BlockSpec((block,), lambda i: (i,)),
+                              out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+    def _inputs(config):
+        return st.integers(1, 300).map(lambda n: (np.arange(n, dtype=np.float32),))
+
+    _COMMON = dict(reference=lambda x, *, block: x + 1, inputs=_inputs,
+                   configs=st.fixed_dictionaries({"block": st.just(128)}))
+    ADD_ONE = pv.KernelSpec(name="add_one", kernel=add_one, features=("ragged", "elementwise"), **_COMMON)
+    ADD_ONE_GPU = pv.KernelSpec(name="add_one_gpu", kernel=add_one, features=("elementwise",),
+                                platforms=("gpu",), **_COMMON)
+    UNUSED = pv.KernelSpec(name="unused", kernel=add_one, **_COMMON)
+''')
+
+
+def test_conformance_runs_a_users_spec_file_into_the_matrix_with_feature_rows(tmp_path):
+    (tmp_path / "my_kernels.py").write_text(USER_SPECS)
+    run = subprocess.run(
+        [sys.executable, "-m", "pallas_verify.cli", "conformance", "my_kernels.py", "--kernels", "add_one*",
+         "--backends", "interpret", "--max-examples", "2", "--out", "out"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert "[2/2] add_one_gpu: 1 PASS" in lines
+    at = lines.index("feature      interpret")  # rows by the specs' features
+    assert lines[at + 1:at + 3] == ["elementwise  2/2", "ragged       1/1"]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert [k["name"] for k in report["kernels"]] == ["add_one", "add_one_gpu"]  # --kernels left out `unused`
+    assert "| elementwise | 2/2 |" in (tmp_path / "out" / "report.md").read_text()

@@ -30,7 +30,11 @@ def example(spec):
 
 
 def run(spec, config, inputs, **mode) -> np.ndarray:
-    """The kernel in TPU interpret mode under the chip's (padded) bounds, as tpu_interpret runs it."""
+    """The kernel in TPU interpret mode under the chip's (padded) bounds, as tpu_interpret runs it;
+    a kernel that does not target TPU (Triton-style) on the HLO interpreter, bare."""
+    if "tpu" not in spec.platforms:
+        with pltpu.force_tpu_interpret_mode(True):
+            return np.asarray(spec.kernel(*inputs, **config)).astype(np.float32)
     params = pltpu.InterpretParams(**{"buffer_bounds": "padded", **mode})
     with _jax_compat.tpu_target(), pltpu.force_tpu_interpret_mode(params):
         return np.asarray(spec.kernel(*inputs, **config)).astype(np.float32)
@@ -143,6 +147,23 @@ def test_never_waited_dma_prints_semaphore_count_at_exit(capsys):
     assert "has non-zero count for 0 (global core 0) at kernel exit" in capsys.readouterr().out
     assert close(eager, reference(m.spec, config, inputs))
     assert np.isnan(run(m.spec, config, inputs, dma_execution_mode="on_wait")).all()
+
+
+def test_a_store_past_the_row_end_is_dropped_by_the_bare_hlo_interpreter_and_caught_by_its_backend():
+    from pallas_verify.backends import registry
+    from pallas_verify.case import Case
+
+    m, config, inputs = mutant("row_norm_store_past_end")
+    assert close(run(m.spec, config, inputs), reference(m.spec, config, inputs))  # the lane past the end vanishes
+    outcome = registry.get("interpret").run(Case(spec=m.spec, config=config, inputs=inputs, backend="interpret",
+                                                 mode={}, transform=None))
+    assert outcome.error.type == "IndexError"
+    assert outcome.error.message.startswith("Out-of-bounds masked store at ")
+    assert "masks.py" in outcome.error.message and "(_row_norm_kernel)" in outcome.error.message
+    assert "lie outside the ref of shape (4, 100) (the first at index (0, 100))" in outcome.error.message
+    twin = registry.get("interpret").run(Case(spec=m.twin, config=config, inputs=inputs, backend="interpret",
+                                              mode={}, transform=None))
+    assert twin.error is None
 
 
 @contextlib.contextmanager

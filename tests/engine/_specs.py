@@ -83,6 +83,9 @@ def _reference_raises(x, y, *, block, n):
 
 bad_reference = pv.KernelSpec(name="bad_reference", kernel=scale_add, reference=_reference_raises,
                               configs=configs, inputs=inputs)
+wrong_shape_reference = pv.KernelSpec(name="wrong_shape_reference", kernel=scale_add,
+                                     reference=lambda x, y, *, block, n: (x * 2 + y)[:-1], configs=configs,
+                                     inputs=inputs)
 bad_inputs = pv.KernelSpec(name="bad_inputs", kernel=scale_add, reference=scale_add_ref, configs=configs,
                            inputs=lambda config: st.just([np.zeros(config["n"], np.float32)] * 2))
 

@@ -67,11 +67,25 @@ def test_spec_built_in_a_function_runs_in_process(tmp_path):
         verify(local, ["interpret"], max_examples=2, isolate="always")
 
 
-def test_reference_failure_is_an_exception_finding_naming_the_reference(tmp_path):
-    report = verify(spec("bad_reference"), ["interpret"], max_examples=2, profile="ci", out_dir=tmp_path)
-    kinds = {(f.kind, f.backend) for f in report.findings}
-    assert ("exception", "reference") in kinds
-    assert "the reference raised ValueError: reference cannot take this" in report.findings[0].message
+def test_reference_failure_is_one_exception_finding_naming_the_reference_whose_reproducer_exits_3(tmp_path):
+    from pallas_verify.reports.reproduce import EXIT_CANNOT_RUN, reproduce
+
+    report = verify(spec("bad_reference"), ["interpret", "tpu_interpret"], max_examples=2, profile="ci",
+                    out_dir=tmp_path, shrink_budget_s=1.0)
+    [finding] = report.findings  # once, though both backends' searches met it
+    assert (finding.kind, finding.backend) == ("exception", "reference")
+    assert "the reference raised ValueError: reference cannot take this" in finding.message
+    assert reproduce(f"{SPECS}::bad_reference", backend="reference", kind="exception", config=finding.config,
+                     mode={}, inputs=Path(finding.reproducer).with_suffix(".npz")) == EXIT_CANNOT_RUN
+
+
+def test_a_shape_mismatch_is_reported_at_once_without_shrinking(tmp_path):
+    report = verify(spec("wrong_shape_reference"), ["interpret"], max_examples=20, profile="ci", out_dir=tmp_path)
+    [finding] = report.findings
+    assert finding.kind == "mismatch" and "!= expected" in finding.message
+    assert "not shrunk" in finding.evidence["shrink_stopped"]
+    [cell] = report.results
+    assert (cell.examples, cell.shrink_steps) == (1, 0)
 
 
 def test_inputs_of_the_wrong_type_make_an_invalid_spec(tmp_path):

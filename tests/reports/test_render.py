@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pallas_verify.findings import Finding
-from pallas_verify.reports.heatmap import blame_maps, heatmap_svg, text_heatmap
+from pallas_verify.reports.heatmap import blame_maps, heatmap_svg, text_heatmap, text_legend
 from pallas_verify.reports.html import html_page
 from pallas_verify.reports.junit import junit_xml
 from pallas_verify.reports.markdown import markdown
@@ -64,6 +64,8 @@ def test_finding_text_has_config_evidence_blame_and_command():
 
 def test_text_heatmap_marks_clean_bad_and_nonfinite_blocks():
     assert text_heatmap(np.asarray(BLOCKS)) == [".-.", ".@X"]
+    assert text_heatmap(np.asarray([[0.0, 1e-9, 1.0]])) == [".:@"]  # the least error is not '.'
+    assert text_legend(np.asarray(BLOCKS)) == "'.' clean, ':-=+*#%' growing error, '@' the largest (2), X NaN/inf"
 
 
 def test_markdown_has_summary_matrix_and_findings():
