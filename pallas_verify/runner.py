@@ -78,6 +78,7 @@ class Runner:
         self._blame_now = True
         self._unblamed: dict[int, tuple[Any, ...]] = {}
         self.limit = CaseLimit(ceiling=self.timeout_s)
+        self.reruns = RerunTally()
 
     def __enter__(self) -> Runner:
         return self
@@ -222,16 +223,31 @@ class Runner:
         return found
 
     def _metamorphic(self, backend: Backend, case: Case, base: Outcome, paths: list[str]) -> list[Finding]:
-        for kind, knob, mode in getattr(backend, "variants", lambda _: [])(case.mode):
+        """The backend's metamorphic reruns that can show something on this kernel (as the
+        base run's ``reruns`` says): one rerun with all their knobs changed, and each alone
+        only when that one shows a difference (to name the kind)."""
+        variants = getattr(backend, "variants", lambda _: [])(case.mode)
+        wanted = [(kind, mode) for kind, mode in variants if base.reruns is None or kind in base.reruns]
+        self.reruns.count(backend.name, [kind for kind, _ in variants], [kind for kind, _ in wanted])
+        together = None
+        if len(wanted) > 1:
+            merged = dataclasses.replace(case, mode=_merged(case.mode, [mode for _, mode in wanted]))
+            together = metamorphic_finding(case, wanted[0][0], base, merged, self.run(merged), paths)
+            if together is None:
+                return []
+        for kind, mode in wanted:
             variant_case = dataclasses.replace(case, mode=mode)
             variant = self.run(variant_case)
-            finding = metamorphic_finding(case, kind, knob, base, variant_case, variant, paths)
-            if finding is not None and base.outputs is not None and variant.outputs is not None:
-                masks = [~bitwise_equal(a, b) for a, b in zip(base.outputs, variant.outputs, strict=True)]
-                finding = self._with_blame(finding, case.inputs, masks, [None] * len(masks))
+            finding = metamorphic_finding(case, kind, base, variant_case, variant, paths)
             if finding is not None:
-                return [finding]
-        return []
+                return [self._metamorphic_blame(finding, case, base, variant)]
+        return [together] if together is not None else []
+
+    def _metamorphic_blame(self, finding: Finding, case: Case, base: Outcome, variant: Outcome) -> Finding:
+        if base.outputs is None or variant.outputs is None:
+            return finding
+        masks = [~bitwise_equal(a, b) for a, b in zip(base.outputs, variant.outputs, strict=True)]
+        return self._with_blame(finding, case.inputs, masks, [None] * len(masks))
 
     def _tracer(self, slot: str = "interpreters") -> Worker | None:
         """Where the static check and blame trace the kernel: a shared worker when
@@ -303,6 +319,26 @@ class Runner:
 
 
 @dataclasses.dataclass
+class RerunTally:
+    """How many examples each backend's metamorphic reruns ran on, or skipped (the kernel
+    has nothing the rerun's knob changes: ``_jax_compat.RERUNS`` says why)."""
+
+    examples: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    skipped: collections.Counter[tuple[str, str]] = dataclasses.field(default_factory=collections.Counter)
+
+    def count(self, backend: str, kinds: Sequence[str], wanted: Sequence[str]) -> None:
+        if kinds:
+            self.examples[backend] += 1
+        self.skipped.update((backend, k) for k in kinds if k not in wanted)
+
+    def notes(self) -> list[str]:
+        """One line per skipped rerun: on how many examples, and why."""
+        return [f"{backend}: the {kind} rerun was skipped on {n} of {self.examples[backend]} examples "
+                f"({_jax_compat.RERUNS.get(kind, 'the kernel has nothing it changes')})"
+                for (backend, kind), n in sorted(self.skipped.items())]
+
+
+@dataclasses.dataclass
 class _Running:
     """A case submitted to run: in a worker (``pending``), already decided (``outcome``),
     or to run in-process when collected."""
@@ -312,6 +348,14 @@ class _Running:
     worker: Worker | None = None
     pending: Pending | None = None
     outcome: Outcome | None = None
+
+
+def _merged(mode: Mapping[str, Any], variants: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``mode`` with every knob that any of ``variants`` changes set as that variant sets it."""
+    merged = dict(mode)
+    for variant in variants:
+        merged.update({k: v for k, v in variant.items() if mode.get(k) != v})
+    return merged
 
 
 def _no_ref_error(spec: KernelSpec, backend: Backend) -> Any:

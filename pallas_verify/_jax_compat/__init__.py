@@ -21,6 +21,8 @@ from pallas_verify._jax_compat.interpret import capture_logs as capture_logs
 from pallas_verify._jax_compat.interpret import force_interpret as force_interpret
 from pallas_verify._jax_compat.interpret import reset_interpreters as reset_interpreters
 from pallas_verify._jax_compat.interpret import tpu_target as tpu_target
+from pallas_verify._jax_compat.knobs import RERUNS as RERUNS
+from pallas_verify._jax_compat.knobs import rerun_kinds as rerun_kinds
 from pallas_verify._jax_compat.tracing import GRIDLESS_KERNELS as GRIDLESS_KERNELS
 from pallas_verify._jax_compat.tracing import BlockMapping as BlockMapping
 from pallas_verify._jax_compat.tracing import GridMapping as GridMapping
@@ -42,6 +44,7 @@ __all__ = [
     "LIMITATIONS",
     "RACE_LOGGERS",
     "RACE_MARKER",
+    "RERUNS",
     "BlockMapping",
     "DeadlockError",
     "GridMapping",
@@ -61,6 +64,7 @@ __all__ = [
     "index_map_function",
     "is_kernel",
     "kernel_site",
+    "rerun_kinds",
     "reset_interpreters",
     "semaphore_leaks",
     "sub_jaxprs",

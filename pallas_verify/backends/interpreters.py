@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 from hypothesis import strategies as st
 
 from pallas_verify import _jax_compat
-from pallas_verify.backends.execute import execute
+from pallas_verify.backends.execute import execute, jitted
 from pallas_verify.case import Case, Outcome
 
 __all__ = ["GpuInterpret", "HloInterpret", "TpuInterpret", "interpreter_backends"]
@@ -62,10 +63,11 @@ class TpuInterpret:
 
         params = pltpu.InterpretParams(**{"on_race": "warn", "buffer_bounds": "padded", **case.mode})
         with _jax_compat.tpu_target(), _jax_compat.deadlock_watch():  # a deadlock ends the run as `deadlock`
-            return execute(case, params)
+            outcome = execute(case, params)
+            return dataclasses.replace(outcome, reruns=rerun_kinds(case) if outcome.ok else None)
 
-    def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-        """Metamorphic reruns: (finding kind, knob, mode) with one knob changed.
+    def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """Metamorphic reruns: (finding kind, mode) with the knob that kind is about changed.
 
         A correct kernel gives bitwise-identical outputs under each. The reruns skip race
         detection (the base run already did it) since it dominates their cost. Every TPU
@@ -77,10 +79,24 @@ class TpuInterpret:
         seed = (mode.get("random_seed") or 0) + 1
         cores = 1 if mode.get("num_cores_or_threads", 1) > 1 else 2
         return [
-            ("uninitialized_read", "uninitialized_memory", {**quiet, "uninitialized_memory": other["uninitialized_memory"]}),
-            ("dma_ordering", "dma_execution_mode", {**quiet, "dma_execution_mode": other["dma_execution_mode"]}),
-            ("grid_order", "random_seed", {**quiet, "random_seed": seed, "num_cores_or_threads": cores}),
+            ("uninitialized_read", {**quiet, "uninitialized_memory": other["uninitialized_memory"]}),
+            ("dma_ordering", {**quiet, "dma_execution_mode": other["dma_execution_mode"]}),
+            ("grid_order", {**quiet, "random_seed": seed, "num_cores_or_threads": cores}),
         ]
+
+
+def rerun_kinds(case: Case) -> frozenset[str]:
+    """The reruns of ``variants`` whose knob can change ``case``'s outputs (traced once per
+    kernel, config, transform and input shapes)."""
+    avals = tuple((tuple(x.shape), str(x.dtype)) for x in case.inputs)
+    return _rerun_kinds(jitted(case), avals)
+
+
+@functools.lru_cache(maxsize=256)
+def _rerun_kinds(fn: Any, avals: tuple[tuple[tuple[int, ...], str], ...]) -> frozenset[str]:
+    import jax
+
+    return _jax_compat.rerun_kinds(fn, [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals])
 
 
 def _other_choice(knob: str, mode: Mapping[str, Any]) -> str:
