@@ -74,6 +74,8 @@ class Outcome:
       reruns: the metamorphic reruns (named by the finding kind each can show) whose knob
         can change this kernel's outputs, as its jaxpr shows; None when not known (every
         rerun the backend has applies).
+      skipped: checks the run left out because nothing in the kernel can trip them (e.g.
+        ``"race"``: race detection where nothing runs concurrently).
     """
 
     outputs: tuple[np.ndarray, ...] | None = None
@@ -86,6 +88,7 @@ class Outcome:
     timed_out: bool = False
     inputs_after: tuple[np.ndarray, ...] | None = None
     reruns: frozenset[str] | None = None
+    skipped: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -22,6 +22,7 @@ from pallas_verify._jax_compat.interpret import force_interpret as force_interpr
 from pallas_verify._jax_compat.interpret import reset_interpreters as reset_interpreters
 from pallas_verify._jax_compat.interpret import tpu_target as tpu_target
 from pallas_verify._jax_compat.knobs import RERUNS as RERUNS
+from pallas_verify._jax_compat.knobs import SKIPPED_CHECKS as SKIPPED_CHECKS
 from pallas_verify._jax_compat.knobs import rerun_kinds as rerun_kinds
 from pallas_verify._jax_compat.tracing import GRIDLESS_KERNELS as GRIDLESS_KERNELS
 from pallas_verify._jax_compat.tracing import BlockMapping as BlockMapping
@@ -45,6 +46,7 @@ __all__ = [
     "RACE_LOGGERS",
     "RACE_MARKER",
     "RERUNS",
+    "SKIPPED_CHECKS",
     "BlockMapping",
     "DeadlockError",
     "GridMapping",

@@ -24,7 +24,7 @@ from typing import Any
 
 from pallas_verify._jax_compat.tracing import equations, grid_mapping, is_kernel
 
-__all__ = ["DMA", "FILL", "GRID_ORDER", "RERUNS", "rerun_kinds"]
+__all__ = ["DMA", "FILL", "GRID_ORDER", "RERUNS", "SKIPPED_CHECKS", "rerun_kinds"]
 
 # The metamorphic reruns, named by the finding kind each can show.
 FILL, DMA, GRID_ORDER = "uninitialized_read", "dma_ordering", "grid_order"
@@ -35,6 +35,10 @@ RERUNS: dict[str, str] = {
     GRID_ORDER: "no 'parallel' grid dimension of more than one step",
 }
 _ALL = frozenset(RERUNS)
+#: Checks of a run itself that a backend leaves out where nothing can trip them, and why.
+SKIPPED_CHECKS: dict[str, str] = {
+    "race": "nothing runs concurrently: no DMA, and no 'parallel' grid dimension split over two cores",
+}
 
 
 def rerun_kinds(fn: Callable[..., Any], args: Sequence[Any]) -> frozenset[str]:

@@ -58,13 +58,16 @@ class TpuInterpret:
         of an array (legal on hardware) is no out-of-bounds read; only reads past the
         tiled allocation are. The padding holds the ``uninitialized_memory`` fill, so the
         NaN-vs-zero rerun still shows padding that leaks into an output. A mode may pin
-        ``buffer_bounds="logical"``."""
+        ``buffer_bounds="logical"``. Race detection runs only where something can race
+        (``races_possible``): it is most of a run's cost."""
         from jax.experimental.pallas import tpu as pltpu
 
-        params = pltpu.InterpretParams(**{"on_race": "warn", "buffer_bounds": "padded", **case.mode})
         with _jax_compat.tpu_target(), _jax_compat.deadlock_watch():  # a deadlock ends the run as `deadlock`
-            outcome = execute(case, params)
-            return dataclasses.replace(outcome, reruns=rerun_kinds(case) if outcome.ok else None)
+            kinds = rerun_kinds(case)
+            skipped = ("race",) if case.mode.get("detect_races") and not races_possible(kinds, case.mode) else ()
+            mode = {**case.mode, **({"detect_races": False} if skipped else {})}
+            params = pltpu.InterpretParams(**{"on_race": "warn", "buffer_bounds": "padded", **mode})
+            return dataclasses.replace(execute(case, params), reruns=kinds, skipped=skipped)
 
     def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """Metamorphic reruns: (finding kind, mode) with the knob that kind is about changed.
@@ -83,6 +86,15 @@ class TpuInterpret:
             ("dma_ordering", {**quiet, "dma_execution_mode": other["dma_execution_mode"]}),
             ("grid_order", {**quiet, "random_seed": seed, "num_cores_or_threads": cores}),
         ]
+
+
+def races_possible(kinds: frozenset[str] | None, mode: Mapping[str, Any]) -> bool:
+    """Whether anything in a kernel with reruns ``kinds`` runs concurrently under ``mode``:
+    DMAs (their engines run beside the core) or a parallel grid axis split over several
+    cores. With neither, TPU interpret mode's race detector cannot find a race."""
+    if kinds is None:
+        return True
+    return "dma_ordering" in kinds or ("grid_order" in kinds and mode.get("num_cores_or_threads", 1) > 1)
 
 
 def rerun_kinds(case: Case) -> frozenset[str]:
