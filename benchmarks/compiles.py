@@ -128,7 +128,7 @@ def _metamorphic(examples: int, seed: int) -> dict[str, Any]:
             inputs = example.inputs if phase == "first" else tuple(x[::-1].copy() for x in example.inputs)
             base = Case(spec=spec, config=example.config, inputs=inputs, backend=backend.name, mode=mode)
             backend.run(base)
-            for _kind, _knob, variant in backend.variants(mode):
+            for _kind, variant in backend.variants(mode):
                 start = time.perf_counter()
                 backend.run(Case(spec=spec, config=example.config, inputs=inputs, backend=backend.name, mode=variant))
                 out[f"{phase}_reruns"] += 1

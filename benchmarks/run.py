@@ -34,6 +34,8 @@ class Scale:
       grid_points: grid sizes of the cost series.
       deadlock_mutants: which deadlocking mutants the deadlock section times (empty: all).
       cluster_units, night_budget_s: fuzz slices timed per executor; budget of each night.
+      clean_examples, clean_specs: examples per correct kernel and backend of the clean-pass
+        section; how many of its kernels (0: all).
     """
 
     overhead_examples: int
@@ -50,6 +52,8 @@ class Scale:
     deadlock_mutants: tuple[str, ...] = ()
     cluster_units: int = 12
     night_budget_s: float = 120.0
+    clean_examples: int = 5
+    clean_specs: int = 0
 
 
 SCALES: dict[str, Scale] = {
@@ -60,7 +64,7 @@ SCALES: dict[str, Scale] = {
                   metamorphic_examples=1, budget_s=8.0, case_timeout_s=5.0,
                   mutants=("rotated_index_map", "read_before_wait"), scaling_examples=1, scaling_specs=1,
                   grid_points=(1, 2), deadlock_mutants=("deadlock_semaphore",), cluster_units=6,
-                  night_budget_s=120.0),
+                  night_budget_s=120.0, clean_examples=2, clean_specs=2),
 }
 
 
@@ -101,6 +105,12 @@ def _cost(scale: Scale) -> dict[str, Any]:
     return cost(grid_points=scale.grid_points)
 
 
+def _clean_pass(scale: Scale) -> dict[str, Any]:
+    from benchmarks.clean_pass import CATALOG, UPSTREAM, clean_pass
+
+    return clean_pass(examples=scale.clean_examples, specs=(CATALOG + UPSTREAM)[: scale.clean_specs or None])
+
+
 def _cluster(scale: Scale) -> dict[str, Any]:
     from benchmarks.cluster import cluster
 
@@ -117,6 +127,7 @@ SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] =
     "deadlock": (_deadlock, ("deadlock_report_s",)),
     "scaling": (_scaling, ("examples_per_s",)),
     "cost": (_cost, ("recommended_max_grid_points",)),
+    "clean_pass": (_clean_pass, ("clean_pass_ratio_interpret", "clean_pass_ratio_tpu_interpret")),
     "cluster": (_cluster, ("ray_overhead_ratio", "night1_find_s", "night2_refind_s")),
 }
 

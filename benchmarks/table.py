@@ -17,6 +17,8 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
     ("kill_rate_hlo_grid", "kill rate, HLO fixed grid", ""),
     ("kill_rate_hlo_random", "kill rate, HLO random", ""),
     ("kill_rate_tpu_default", "kill rate, TPU interpret defaults", ""),
+    ("clean_pass_ratio_interpret", "clean PASS / bare, interpret (median over kernels)", "<= 1.5"),
+    ("clean_pass_ratio_tpu_interpret", "clean PASS / bare, tpu_interpret (median over kernels)", "<= 1.5"),
     ("detect_ratio_vs_best_baseline", "seconds-to-detect / best baseline (median)", "<= 1.5"),
     ("deadlock_report_s", "seconds from search start to a deadlock finding (worst)", "<= 20"),
     ("scaling_speedup", "xdist speed-up, 2 workers over 1", ""),

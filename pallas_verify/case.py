@@ -71,6 +71,11 @@ class Outcome:
       crashed: a description when the process running the case died (signal, exit code).
       timed_out: True when the case exceeded its time limit.
       inputs_after: the inputs as they were after the run (for input_mutation), or None.
+      reruns: the metamorphic reruns (named by the finding kind each can show) whose knob
+        can change this kernel's outputs, as its jaxpr shows; None when not known (every
+        rerun the backend has applies).
+      skipped: checks the run left out because nothing in the kernel can trip them (e.g.
+        ``"race"``: race detection where nothing runs concurrently).
     """
 
     outputs: tuple[np.ndarray, ...] | None = None
@@ -82,6 +87,8 @@ class Outcome:
     crashed: str | None = None
     timed_out: bool = False
     inputs_after: tuple[np.ndarray, ...] | None = None
+    reruns: frozenset[str] | None = None
+    skipped: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -78,6 +78,7 @@ class Runner:
         self._blame_now = True
         self._unblamed: dict[int, tuple[Any, ...]] = {}
         self.limit = CaseLimit(ceiling=self.timeout_s)
+        self.reruns = RerunTally()
 
     def __enter__(self) -> Runner:
         return self
@@ -103,9 +104,10 @@ class Runner:
         """Run one case on its backend, in a worker process when isolation applies."""
         return self.collect(self.submit(case))
 
-    def submit(self, case: Case) -> _Running:
+    def submit(self, case: Case, slot: str = "interpreters") -> _Running:
         """Start ``case`` in its worker process and return at once (when isolation applies;
-        otherwise it runs in ``collect``): the caller works meanwhile, then collects."""
+        otherwise it runs in ``collect``): the caller works meanwhile, then collects.
+        Interpreters run in the shared worker of ``slot``."""
         from pallas_verify.backends import registry
 
         backend = registry.get(case.backend)
@@ -116,7 +118,7 @@ class Runner:
         if backend.isolate:  # compilers: a process per backend (Mosaic GPU fixes its target per process)
             worker = self._workers.setdefault(case.backend, Worker(timeout_s=self.timeout_s))
         else:  # interpreters: one long-lived process for every spec and backend
-            worker = shared_worker("interpreters")
+            worker = shared_worker(slot)
         return _Running(case, backend, worker, worker.submit_case(self.spec_ref, case))
 
     def collect(self, running: _Running) -> Outcome:
@@ -175,6 +177,16 @@ class Runner:
         key = example_key(config, inputs) + (f"+{transform}" if transform else "")
         case = Case(spec=self.spec, config=config, inputs=inputs, backend=backend.name, mode=mode, transform=transform)
         running = self.submit(case)  # the worker runs the kernel while the reference is computed here
+        ahead = self._rerun_ahead(backend, case)  # and, on a spare core, its metamorphic rerun
+        try:
+            return self._judge(key, case, backend, running, ahead)
+        finally:
+            if ahead is not None and ahead.pending is not None and ahead.outcome is None:
+                self.collect(ahead)  # the worker answers every request: take its answer off the pipe
+
+    def _judge(self, key: str, case: Case, backend: Backend, running: _Running,
+               ahead: _Running | None) -> list[Finding]:
+        config, inputs, transform = case.config, case.inputs, case.transform
         try:
             expected, paths, truth = self.expected(config, inputs, key, transform)
         except Exception as exc:
@@ -192,7 +204,7 @@ class Runner:
                                          executes=backend.executes)
         if found or not outcome.ok:
             return [self._blamed(f, judged, outcome, expected, truth) for f in found]
-        found = self._metamorphic(backend, case, outcome, paths)
+        found = self._metamorphic(backend, case, outcome, paths, ahead)
         if not found and backend.executes and transform is None:
             found = self._divergence(key, case, outcome, paths, expected, truth)
         if not found and backend.executes and transform is not None:
@@ -221,17 +233,52 @@ class Runner:
         seen[case.backend] = (Outcome(outputs=outcome.outputs), dict(case.mode))
         return found
 
-    def _metamorphic(self, backend: Backend, case: Case, base: Outcome, paths: list[str]) -> list[Finding]:
-        for kind, knob, mode in getattr(backend, "variants", lambda _: [])(case.mode):
+    def _rerun_ahead(self, backend: Backend, case: Case) -> _Running | None:
+        """The backend's metamorphic reruns as one case with every knob changed, started now
+        in a worker of its own when a core is spare for it (``static_tracer_slot``): it runs
+        beside the base run instead of after it. A knob the kernel lacks changes nothing,
+        so the one rerun serves whichever of them the base run says apply."""
+        variants = getattr(backend, "variants", lambda _: [])(case.mode)
+        if not variants or backend.isolate or not self._in_worker(backend) or static_tracer_slot() != "tracer":
+            return None
+        if self.reruns.last.get(backend.name) == frozenset():  # the kernel's last example needed none
+            return None
+        merged = dataclasses.replace(case, mode=_merged(case.mode, [mode for _, mode in variants]))
+        return self.submit(merged, slot="reruns")
+
+    def _metamorphic(self, backend: Backend, case: Case, base: Outcome, paths: list[str],
+                     ahead: _Running | None = None) -> list[Finding]:
+        """The backend's metamorphic reruns that can show something on this kernel (as the
+        base run's ``reruns`` says): one rerun with all their knobs changed (started ahead
+        when a core was spare), and each alone only when that one shows a difference (to
+        name the kind)."""
+        variants = getattr(backend, "variants", lambda _: [])(case.mode)
+        wanted = [(kind, mode) for kind, mode in variants if base.reruns is None or kind in base.reruns]
+        self.reruns.count(backend.name, [kind for kind, _ in variants], [kind for kind, _ in wanted], base.skipped)
+        self.reruns.last[backend.name] = frozenset(kind for kind, _ in wanted)
+        together = None
+        if wanted and (ahead is not None or len(wanted) > 1):
+            merged = ahead.case if ahead is not None else dataclasses.replace(
+                case, mode=_merged(case.mode, [mode for _, mode in wanted]))
+            variant = self.collect(ahead) if ahead is not None else self.run(merged)
+            if ahead is not None:
+                ahead.outcome = variant
+            together = metamorphic_finding(case, wanted[0][0], base, merged, variant, paths)
+            if together is None:
+                return []
+        for kind, mode in wanted:
             variant_case = dataclasses.replace(case, mode=mode)
             variant = self.run(variant_case)
-            finding = metamorphic_finding(case, kind, knob, base, variant_case, variant, paths)
-            if finding is not None and base.outputs is not None and variant.outputs is not None:
-                masks = [~bitwise_equal(a, b) for a, b in zip(base.outputs, variant.outputs, strict=True)]
-                finding = self._with_blame(finding, case.inputs, masks, [None] * len(masks))
+            finding = metamorphic_finding(case, kind, base, variant_case, variant, paths)
             if finding is not None:
-                return [finding]
-        return []
+                return [self._metamorphic_blame(finding, case, base, variant)]
+        return [together] if together is not None else []
+
+    def _metamorphic_blame(self, finding: Finding, case: Case, base: Outcome, variant: Outcome) -> Finding:
+        if base.outputs is None or variant.outputs is None:
+            return finding
+        masks = [~bitwise_equal(a, b) for a, b in zip(base.outputs, variant.outputs, strict=True)]
+        return self._with_blame(finding, case.inputs, masks, [None] * len(masks))
 
     def _tracer(self, slot: str = "interpreters") -> Worker | None:
         """Where the static check and blame trace the kernel: a shared worker when
@@ -303,6 +350,30 @@ class Runner:
 
 
 @dataclasses.dataclass
+class RerunTally:
+    """How many examples each backend ran, and on how many it left a check out because the
+    kernel has nothing that check varies or could trip (``_jax_compat.RERUNS`` and
+    ``SKIPPED_CHECKS`` say why): a metamorphic rerun, or race detection."""
+
+    examples: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    skipped: collections.Counter[tuple[str, str]] = dataclasses.field(default_factory=collections.Counter)
+    last: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)  # backend -> reruns of its last example
+
+    def count(self, backend: str, kinds: Sequence[str], wanted: Sequence[str], skipped: Sequence[str] = ()) -> None:
+        if kinds:
+            self.examples[backend] += 1
+        self.skipped.update((backend, k) for k in kinds if k not in wanted)
+        self.skipped.update((backend, k) for k in skipped)
+
+    def notes(self) -> list[str]:
+        """One line per check left out: on how many examples, and why."""
+        reasons = {**_jax_compat.RERUNS, **_jax_compat.SKIPPED_CHECKS}
+        return [f"{backend}: {'race detection' if kind == 'race' else f'the {kind} rerun'} was skipped on {n} of "
+                f"{self.examples[backend]} examples ({reasons.get(kind, 'the kernel has nothing it changes')})"
+                for (backend, kind), n in sorted(self.skipped.items())]
+
+
+@dataclasses.dataclass
 class _Running:
     """A case submitted to run: in a worker (``pending``), already decided (``outcome``),
     or to run in-process when collected."""
@@ -312,6 +383,14 @@ class _Running:
     worker: Worker | None = None
     pending: Pending | None = None
     outcome: Outcome | None = None
+
+
+def _merged(mode: Mapping[str, Any], variants: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``mode`` with every knob that any of ``variants`` changes set as that variant sets it."""
+    merged = dict(mode)
+    for variant in variants:
+        merged.update({k: v for k, v in variant.items() if mode.get(k) != v})
+    return merged
 
 
 def _no_ref_error(spec: KernelSpec, backend: Backend) -> Any:

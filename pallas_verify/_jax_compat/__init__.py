@@ -22,6 +22,9 @@ from pallas_verify._jax_compat.interpret import capture_logs as capture_logs
 from pallas_verify._jax_compat.interpret import force_interpret as force_interpret
 from pallas_verify._jax_compat.interpret import reset_interpreters as reset_interpreters
 from pallas_verify._jax_compat.interpret import tpu_target as tpu_target
+from pallas_verify._jax_compat.knobs import RERUNS as RERUNS
+from pallas_verify._jax_compat.knobs import SKIPPED_CHECKS as SKIPPED_CHECKS
+from pallas_verify._jax_compat.knobs import rerun_kinds as rerun_kinds
 from pallas_verify._jax_compat.tracing import GRIDLESS_KERNELS as GRIDLESS_KERNELS
 from pallas_verify._jax_compat.tracing import BlockMapping as BlockMapping
 from pallas_verify._jax_compat.tracing import GridMapping as GridMapping
@@ -44,6 +47,8 @@ __all__ = [
     "LIMITATIONS",
     "RACE_LOGGERS",
     "RACE_MARKER",
+    "RERUNS",
+    "SKIPPED_CHECKS",
     "BlockMapping",
     "DeadlockError",
     "GridMapping",
@@ -65,6 +70,7 @@ __all__ = [
     "is_kernel",
     "kernel_params",
     "kernel_site",
+    "rerun_kinds",
     "reset_interpreters",
     "semaphore_leaks",
     "sub_jaxprs",

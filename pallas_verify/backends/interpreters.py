@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 from hypothesis import strategies as st
 
 from pallas_verify import _jax_compat
-from pallas_verify.backends.execute import execute
+from pallas_verify.backends.execute import execute, jitted
 from pallas_verify.case import Case, Outcome
 
 __all__ = ["GpuInterpret", "HloInterpret", "TpuInterpret", "interpreter_backends"]
@@ -60,15 +61,20 @@ class TpuInterpret:
         of an array (legal on hardware) is no out-of-bounds read; only reads past the
         tiled allocation are. The padding holds the ``uninitialized_memory`` fill, so the
         NaN-vs-zero rerun still shows padding that leaks into an output. A mode may pin
-        ``buffer_bounds="logical"``."""
+        ``buffer_bounds="logical"``. Race detection runs only where something can race
+        (``races_possible``): it is most of a run's cost."""
         from jax.experimental.pallas import tpu as pltpu
 
-        params = pltpu.InterpretParams(**{"on_race": "warn", "buffer_bounds": "padded", **case.mode})
         with _jax_compat.tpu_target(), _jax_compat.deadlock_watch():  # a deadlock ends the run as `deadlock`
-            return _in_kernel_terms(case, execute(case, params))
+            kinds = rerun_kinds(case)
+            skipped = ("race",) if case.mode.get("detect_races") and not races_possible(kinds, case.mode) else ()
+            mode = {**case.mode, **({"detect_races": False} if skipped else {})}
+            params = pltpu.InterpretParams(**{"on_race": "warn", "buffer_bounds": "padded", **mode})
+            outcome = _in_kernel_terms(case, execute(case, params))
+            return dataclasses.replace(outcome, reruns=kinds, skipped=skipped)
 
-    def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-        """Metamorphic reruns: (finding kind, knob, mode) with one knob changed.
+    def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """Metamorphic reruns: (finding kind, mode) with the knob that kind is about changed.
 
         A correct kernel gives bitwise-identical outputs under each. The reruns skip race
         detection (the base run already did it) since it dominates their cost. Every TPU
@@ -80,9 +86,9 @@ class TpuInterpret:
         seed = (mode.get("random_seed") or 0) + 1
         cores = 1 if mode.get("num_cores_or_threads", 1) > 1 else 2
         return [
-            ("uninitialized_read", "uninitialized_memory", {**quiet, "uninitialized_memory": other["uninitialized_memory"]}),
-            ("dma_ordering", "dma_execution_mode", {**quiet, "dma_execution_mode": other["dma_execution_mode"]}),
-            ("grid_order", "random_seed", {**quiet, "random_seed": seed, "num_cores_or_threads": cores}),
+            ("uninitialized_read", {**quiet, "uninitialized_memory": other["uninitialized_memory"]}),
+            ("dma_ordering", {**quiet, "dma_execution_mode": other["dma_execution_mode"]}),
+            ("grid_order", {**quiet, "random_seed": seed, "num_cores_or_threads": cores}),
         ]
 
 
@@ -107,6 +113,29 @@ def _in_kernel_terms(case: Case, outcome: Outcome) -> Outcome:
         assert error is not None
         error = dataclasses.replace(error, message=in_kernel_terms(error.message, calls))
     return dataclasses.replace(outcome, diagnostics=in_kernel_terms(outcome.diagnostics, calls), error=error)
+
+
+def races_possible(kinds: frozenset[str] | None, mode: Mapping[str, Any]) -> bool:
+    """Whether anything in a kernel with reruns ``kinds`` runs concurrently under ``mode``:
+    DMAs (their engines run beside the core) or a parallel grid axis split over several
+    cores. With neither, TPU interpret mode's race detector cannot find a race."""
+    if kinds is None:
+        return True
+    return "dma_ordering" in kinds or ("grid_order" in kinds and mode.get("num_cores_or_threads", 1) > 1)
+
+
+def rerun_kinds(case: Case) -> frozenset[str]:
+    """The reruns of ``variants`` whose knob can change ``case``'s outputs (traced once per
+    kernel, config, transform and input shapes)."""
+    avals = tuple((tuple(x.shape), str(x.dtype)) for x in case.inputs)
+    return _rerun_kinds(jitted(case), avals)
+
+
+@functools.lru_cache(maxsize=256)
+def _rerun_kinds(fn: Any, avals: tuple[tuple[tuple[int, ...], str], ...]) -> frozenset[str]:
+    import jax
+
+    return _jax_compat.rerun_kinds(fn, [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals])
 
 
 def _other_choice(knob: str, mode: Mapping[str, Any]) -> str:

@@ -15,6 +15,7 @@ import pytest
 from benchmarks import (
     bare,
     baselines,
+    clean_pass,
     cost,
     deadlock,
     detection,
@@ -72,6 +73,15 @@ def test_overhead_structure() -> None:
     assert _positive(result["overhead_ratio_in_process"])
     assert result["executions_per_path"] == result["cases"] * 2
     assert set(result["example_cost"]) == {"interpret"}
+
+
+def test_clean_pass_structure() -> None:
+    result = clean_pass.clean_pass(examples=1, specs=clean_pass.CATALOG[:1], backends=("interpret",))
+    [cell] = result["cells"]
+    assert cell["kernel"] == "ragged_add" and cell["status"] == "pass" and cell["examples"] >= 1
+    assert _positive(cell["pv_s"]) and _positive(cell["bare_s"])
+    assert result["clean_pass_ratio_interpret"] == cell["ratio"]
+    assert "clean_pass_ratio_tpu_interpret" not in result  # that backend was not asked for
 
 
 def test_cost_structure_and_budget() -> None:

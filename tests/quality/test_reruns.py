@@ -1,0 +1,46 @@
+"""The metamorphic reruns still find what each exists for, now that a kernel gets only the
+reruns its jaxpr can need (and one rerun with all their knobs changed while they agree).
+
+Each mutant runs one example in a base mode that hides its bug (the fill, DMA timing or
+core count that happens to give the right answer); only a rerun can show it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import find
+
+from pallas_verify.backends import registry
+from pallas_verify.runner import Runner
+from reference_kernels.mutants import mutants
+
+MUTANTS = {m.name: m for m in mutants()}
+HIDING = {"detect_races": False, "num_cores_or_threads": 1, "random_seed": 0, "out_of_bounds_reads": "raise"}
+
+pytestmark = pytest.mark.quality
+
+
+@pytest.mark.parametrize(("name", "hiding", "kind"), [
+    ("unmasked_ragged_reduction", {"uninitialized_memory": "zero", "dma_execution_mode": "on_wait"},
+     "uninitialized_read"),
+    ("tile_padding_leak", {"uninitialized_memory": "zero", "dma_execution_mode": "on_wait"}, "uninitialized_read"),
+    ("read_before_wait", {"uninitialized_memory": "nan", "dma_execution_mode": "eager"}, "dma_ordering"),
+])
+def test_a_rerun_finds_the_bug_its_base_mode_hides(name, hiding, kind):
+    m = MUTANTS[name]
+    config = find(m.spec.configs, lambda _: True)
+    inputs = tuple(find(m.spec.inputs(config), lambda _: True))
+    with Runner(m.spec, isolate="never") as runner:
+        found = runner.check(config, inputs, registry.get("tpu_interpret"), {**HIDING, **hiding})
+    assert [f.kind for f in found] == [kind], [f.message for f in found]
+
+
+def test_a_clean_kernel_skips_the_reruns_it_cannot_need_and_the_report_says_so(tmp_path):
+    from pallas_verify.engine import verify
+
+    twin = MUTANTS["read_before_wait"].twin  # manual DMAs, whole chunks, no parallel grid
+    report = verify(twin, ["tpu_interpret"], max_examples=2, profile="ci", out_dir=tmp_path)
+    assert report.findings == []
+    notes = report.kernels[0]["notes"]
+    assert any(n.startswith("tpu_interpret: the grid_order rerun was skipped on 2 of 2 examples (no 'parallel'")
+               for n in notes), notes
