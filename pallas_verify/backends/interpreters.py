@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
@@ -12,7 +13,15 @@ from pallas_verify import _jax_compat
 from pallas_verify.backends.execute import execute
 from pallas_verify.case import Case, Outcome
 
-__all__ = ["GpuInterpret", "HloInterpret", "TpuInterpret", "interpreter_backends"]
+__all__ = ["GpuInterpret", "HloInterpret", "TpuInterpret", "interpreter_backends", "trace_context"]
+
+
+def trace_context(platforms: Any) -> contextlib.AbstractContextManager[None]:
+    """The device context a kernel targeting ``platforms`` is traced under here, by every
+    interpreter and by the static check and blame: for a TPU kernel, a TPU device kind
+    (``emit_pipeline``, ``buffer_bounds="padded"`` and ``pltpu.get_tpu_info`` read the
+    chip's tiling from it), as TPU interpret mode and the Mosaic compiles have."""
+    return _jax_compat.tpu_target() if "tpu" in tuple(platforms) else contextlib.nullcontext()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,7 +40,8 @@ class HloInterpret:
         return st.just({})
 
     def run(self, case: Case) -> Outcome:
-        return execute(case, True)
+        with trace_context(case.spec.platforms):  # a TPU kernel traces as it would for a TPU
+            return execute(case, True)
 
 
 @dataclasses.dataclass(frozen=True)

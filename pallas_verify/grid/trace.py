@@ -42,6 +42,11 @@ class BlockOperand:
       element_window: per dimension, the window size of a pl.Element dimension (whose
         index map gives an element offset) and None for a block dimension; ``()`` when a
         dimension is neither (its elements cannot be located statically).
+      revisit_any: True when its BlockSpec's ``pipeline_mode`` declares
+        ``revisit=pl.RevisitMode.ANY``: its blocks may be revisited at any grid step
+        (Pallas restores the block's state), so a non-consecutive revisit is no hazard.
+      semaphore: True for an operand of semaphores (``pltpu.SEMAPHORE``, a semaphore
+        dtype): the kernel signals and waits on it; a wait is no write of data.
     """
 
     name: str
@@ -54,6 +59,8 @@ class BlockOperand:
     index_map: Any
     element_dims: tuple[str, ...] = ()
     element_window: tuple[int | None, ...] = ()
+    revisit_any: bool = False
+    semaphore: bool = False
 
     @property
     def block_counts(self) -> tuple[int, ...]:
@@ -252,6 +259,8 @@ def _operand(bm: _jax_compat.BlockMapping, i: int, num_inputs: int) -> BlockOper
         index_map=bm.index_map,
         element_dims=tuple(element_dims),
         element_window=() if _UNKNOWN in elements else tuple(elements),
+        revisit_any=bm.revisit == "any",
+        semaphore=bm.semaphore,
     )
 
 
@@ -282,7 +291,7 @@ def _mutated_inputs(gm: _jax_compat.GridMapping, ins: list[BlockOperand]) -> tup
     return tuple(
         i
         for i, (ref, op) in enumerate(zip(refs, ins, strict=True))
-        if ref in written and i + gm.num_index_operands not in aliased and not op.windowed
+        if ref in written and i + gm.num_index_operands not in aliased and not op.windowed and not op.semaphore
     )
 
 
