@@ -268,6 +268,11 @@ def verify(
             report.kernels[-1]["notes"] = sorted(runner.notes)
         if runner.static_notes:  # parts of the static check that did not run, and why
             report.kernels[-1]["static_skipped"] = list(runner.static_notes)
+        if runner.upstream:  # JAX's failures (attribution): once per backend, with a plain-jax reproducer
+            from pallas_verify.reports.upstream import upstream_entries
+
+            report.kernels[-1]["upstream"] = upstream_entries(runner.upstream.values(), spec, runner.spec_ref,
+                                                              Path(out_dir))
     order = {name: i for i, name in enumerate(report.backends)}
     report.results.sort(key=lambda r: (order.get(r.backend, len(order)), r.transform or ""))
     static_kinds = sorted({f.kind for f in report.findings if f.backend == "static"})

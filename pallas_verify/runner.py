@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from pallas_verify import _jax_compat, choices, reference, transforms
+from pallas_verify import _jax_compat, attribution, choices, reference, transforms
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.execute import config_key
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
@@ -78,6 +78,8 @@ class Runner:
         self._blame_now = True
         self._unblamed: dict[int, tuple[Any, ...]] = {}
         self.limit = CaseLimit(ceiling=self.timeout_s)
+        self.upstream: dict[str, attribution.Upstream] = {}  # backend -> its first upstream limitation
+        self._witnessed: dict[str, bool] = {}  # example + transform + backend -> judged clean there
 
     def __enter__(self) -> Runner:
         return self
@@ -165,11 +167,14 @@ class Runner:
         transform: str | None = None,
         *,
         blame: bool = True,
+        attribute: bool = True,
     ) -> list[Finding]:
         """Every finding of one example on one backend.
 
         ``blame=False`` leaves the blame of the bad elements (a trace of the kernel) for
         ``blamed``: a search blames only the findings it reports, not every failing example.
+        An error that is JAX's (``attribution``; ``attribute=False`` does not ask, as when
+        another backend is asked to witness) raises Unsupported with the reason.
         """
         self._blame_now = blame
         key = example_key(config, inputs) + (f"+{transform}" if transform else "")
@@ -187,6 +192,10 @@ class Runner:
         limitation = _jax_compat.upstream_limitation(outcome.error, backend=case.backend, transform=transform)
         if limitation:
             raise Unsupported(limitation)
+        upstream = attribution.attribute(case, outcome, clean=self._judged_clean, seen=self.upstream) if (
+            attribute and outcome.error is not None) else None
+        if upstream:
+            raise Unsupported(upstream)
         judged = transforms.judged(case, expected)
         found = outcome_findings(judged, outcome, expected if backend.executes else None, paths, truth,
                                          executes=backend.executes)
@@ -198,6 +207,23 @@ class Runner:
         if not found and backend.executes and transform is not None:
             found = transforms.per_example_findings(case, outcome, self.run, paths, truth)
         return found
+
+    def _judged_clean(self, case: Case) -> bool:
+        """Whether ``case`` runs on its backend with no finding (it witnesses an upstream
+        limitation on another backend); asked once per example, transform and backend."""
+        from pallas_verify.backends import registry
+
+        key = f"{example_key(case.config, case.inputs)}+{case.transform}@{case.backend}"
+        if key not in self._witnessed:
+            blame_now = self._blame_now
+            try:
+                self._witnessed[key] = not self.check(case.config, case.inputs, registry.get(case.backend), case.mode,
+                                                      case.transform, blame=False, attribute=False)
+            except Unsupported:
+                self._witnessed[key] = False
+            finally:
+                self._blame_now = blame_now
+        return self._witnessed[key]
 
     def _blamed(self, finding: Finding, judged: Case, outcome: Outcome, expected: Sequence[np.ndarray],
                 truth: Truth | None) -> Finding:

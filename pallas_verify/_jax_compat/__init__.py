@@ -11,11 +11,15 @@ from pallas_verify._jax_compat.devices import abstract_mesh_of as abstract_mesh_
 from pallas_verify._jax_compat.errors import DEADLOCK_MARKER as DEADLOCK_MARKER
 from pallas_verify._jax_compat.errors import LIMITATIONS as LIMITATIONS
 from pallas_verify._jax_compat.errors import RACE_MARKER as RACE_MARKER
+from pallas_verify._jax_compat.errors import REVISIT_ANY_DECLARED as REVISIT_ANY_DECLARED
 from pallas_verify._jax_compat.errors import Limitation as Limitation
 from pallas_verify._jax_compat.errors import error_info as error_info
 from pallas_verify._jax_compat.errors import error_kind as error_kind
 from pallas_verify._jax_compat.errors import semaphore_leaks as semaphore_leaks
 from pallas_verify._jax_compat.errors import upstream_limitation as upstream_limitation
+from pallas_verify._jax_compat.frames import Frame as Frame
+from pallas_verify._jax_compat.frames import operation_site as operation_site
+from pallas_verify._jax_compat.frames import upstream_frame as upstream_frame
 from pallas_verify._jax_compat.interpret import RACE_LOGGERS as RACE_LOGGERS
 from pallas_verify._jax_compat.interpret import capture_logs as capture_logs
 from pallas_verify._jax_compat.interpret import force_interpret as force_interpret
@@ -42,8 +46,10 @@ __all__ = [
     "LIMITATIONS",
     "RACE_LOGGERS",
     "RACE_MARKER",
+    "REVISIT_ANY_DECLARED",
     "BlockMapping",
     "DeadlockError",
+    "Frame",
     "GridMapping",
     "Limitation",
     "abstract_mesh_of",
@@ -61,10 +67,12 @@ __all__ = [
     "index_map_function",
     "is_kernel",
     "kernel_site",
+    "operation_site",
     "reset_interpreters",
     "semaphore_leaks",
     "sub_jaxprs",
     "tpu_target",
+    "upstream_frame",
     "upstream_limitation",
     "written_refs",
 ]

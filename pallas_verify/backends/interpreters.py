@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,6 +44,10 @@ class HloInterpret:
         with trace_context(case.spec.platforms):  # a TPU kernel traces as it would for a TPU
             return execute(case, True)
 
+    def interpret_source(self, mode: Mapping[str, Any]) -> str:
+        """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers)."""
+        return "True"
+
 
 @dataclasses.dataclass(frozen=True)
 class TpuInterpret:
@@ -70,9 +75,14 @@ class TpuInterpret:
         ``buffer_bounds="logical"``."""
         from jax.experimental.pallas import tpu as pltpu
 
-        params = pltpu.InterpretParams(**{"on_race": "warn", "buffer_bounds": "padded", **case.mode})
+        params = pltpu.InterpretParams(**{**_TPU_DEFAULTS, **case.mode})
         with _jax_compat.tpu_target(), _jax_compat.deadlock_watch():  # a deadlock ends the run as `deadlock`
-            return execute(case, params)
+            outcome = execute(case, params)
+            return _with_declared_revisit(case, outcome)
+
+    def interpret_source(self, mode: Mapping[str, Any]) -> str:
+        """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers)."""
+        return f"pltpu.InterpretParams(**{ {**_TPU_DEFAULTS, **mode}!r})"
 
     def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
         """Metamorphic reruns: (finding kind, knob, mode) with one knob changed.
@@ -91,6 +101,36 @@ class TpuInterpret:
             ("dma_ordering", "dma_execution_mode", {**quiet, "dma_execution_mode": other["dma_execution_mode"]}),
             ("grid_order", "random_seed", {**quiet, "random_seed": seed, "num_cores_or_threads": cores}),
         ]
+
+
+_REVISITED_OUTPUT = re.compile(r"Revisited block .* of output (\d+) in iteration")
+
+
+def _with_declared_revisit(case: Case, outcome: Outcome) -> Outcome:
+    """``outcome``, its revisit error marked when the revisited output's BlockSpec declares
+    ``RevisitMode.ANY`` (TPU interpret mode ignores pipeline modes; ``_jax_compat``'s
+    table then names the error an upstream limitation instead of a ``revisit`` finding)."""
+    error = outcome.error
+    match = _REVISITED_OUTPUT.search(error.message) if error is not None else None
+    if error is None or match is None:
+        return outcome
+    from pallas_verify.backends.wrap import kernel_under
+    from pallas_verify.grid.trace import grid_mappings
+
+    try:
+        calls = grid_mappings(kernel_under(case.spec, case.transform), case.inputs, case.config)
+    except Exception:  # a kernel that does not trace again: the error stays as it is
+        return outcome
+    index = int(match.group(1))
+    if not any(index < len(c.outputs) and c.outputs[index].revisit_any for c in calls):
+        return outcome
+    marked = dataclasses.replace(error, message=f"{error.message} {_jax_compat.REVISIT_ANY_DECLARED}")
+    return dataclasses.replace(outcome, error=marked)
+
+
+# What TpuInterpret.run sets before a mode's knobs: races reported, not raised, and the
+# chip's padded buffer bounds (see its docstring).
+_TPU_DEFAULTS: Mapping[str, Any] = {"on_race": "warn", "buffer_bounds": "padded"}
 
 
 def _other_choice(knob: str, mode: Mapping[str, Any]) -> str:
@@ -123,6 +163,10 @@ class GpuInterpret:
         from jax.experimental.pallas import mosaic_gpu as plgpu
 
         return execute(case, plgpu.InterpretGPUParams(**case.mode))
+
+    def interpret_source(self, mode: Mapping[str, Any]) -> str:
+        """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers)."""
+        return f"plgpu.InterpretGPUParams(**{dict(mode)!r})"
 
 
 def interpreter_backends() -> list[Any]:
