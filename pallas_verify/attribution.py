@@ -144,7 +144,7 @@ def attribute(case: Case, outcome: Outcome, *, clean: Callable[[Case], bool],
 
 def _first_line(error: ErrorInfo) -> str:
     line = (error.message.strip().splitlines() or [""])[0]
-    return f"{error.type}: {line[:240]}"
+    return f"{error.type}: {line[:240]}" if line else error.type
 
 
 def _jax_version() -> str:
