@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ __all__ = ["BlockOperand", "PallasCall", "block_indices", "grid_mappings", "grid
 _TRANSPARENT = frozenset({"convert_element_type", "copy", "copy_p", "reduce_precision"})
 UNWINDOWED_SPACES = frozenset({"any", "hbm", "semaphore_mem", "host"})
 _UNKNOWN = object()
+_PADDING = re.compile(r", padding=\([^)]*\)")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -246,7 +248,7 @@ def _operand(bm: _jax_compat.BlockMapping, i: int, num_inputs: int) -> BlockOper
         else:  # Element, BoundedSlice, Indirect: windows at element offsets the kernel chooses
             sizes.append(int(getattr(b, "block_size", 1)))
             windowed = False
-            element_dims.append(str(b))
+            element_dims.append(_PADDING.sub("", str(b)))  # one note per kind of window, whatever its padding
             elements.append(int(b.block_size) if isinstance(b, pl.Element) else _UNKNOWN)
     return BlockOperand(
         name=f"{'output' if is_output else 'input'} {index}",

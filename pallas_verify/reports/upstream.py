@@ -94,7 +94,7 @@ def vjp(fn, xs):
 
 def tpu_context():
     device = jax.sharding.AbstractDevice(device_kind="TPU v5 lite", num_cores=1, platform="cpu")
-    mesh = jax.sharding.AbstractMesh((1,), ("x",), (jax.sharding.AxisType.Explicit,), abstract_device=device)
+    mesh = jax.sharding.AbstractMesh((1,), ("x",), (jax.sharding.AxisType.Auto,), abstract_device=device)
     return jax.sharding.use_abstract_mesh(mesh)
 
 
