@@ -12,9 +12,12 @@ An exception a backend raises while running an example is an *upstream limitatio
 3. the raising frame and every caller up to Pallas's machinery that runs the kernel are
    JAX's (``_jax_compat.upstream_frame``): no line of the kernel, of its index maps or
    of its reference is on the way, so nothing the kernel did raised it; and
-4. another interpreter runs the very same example (config, inputs, transform) and judges
-   it clean: no finding at all there. When none does, the error stays the kernel's
-   ``exception`` finding, so an upstream-looking error can never hide a kernel bug.
+4. another interpreter runs the very same example (config, inputs, transform), in its
+   sanitizing mode (``witness_mode``: races detected, out-of-bounds reads raised, NaN
+   fill, one core), and judges it clean against the reference. When none does, the
+   error stays the kernel's ``exception`` finding, so an upstream-looking error can
+   never hide a kernel bug. (The witness's own search judges every example it draws with
+   its metamorphic reruns too; a witness run skips them.)
 
 Each such limitation is recorded once per kernel and backend (``Upstream``), with the
 upstream error, its frame, the backend that ran the example clean, and a standalone
@@ -37,7 +40,8 @@ from typing import Any
 from pallas_verify import _jax_compat
 from pallas_verify.case import Case, ErrorInfo, Outcome
 
-__all__ = ["SANITIZER_KINDS", "Upstream", "attribute", "sanitizer_signal", "upstream_frame", "witnesses"]
+__all__ = ["SANITIZER_KINDS", "Upstream", "attribute", "sanitizer_signal", "upstream_frame", "witness_mode",
+           "witnesses"]
 
 #: Finding kinds the interpreters' own checks raise: never attributed upstream.
 SANITIZER_KINDS = frozenset({"race", "out_of_bounds", "uninitialized_read", "revisit", "deadlock",
@@ -118,6 +122,13 @@ def witnesses(spec: Any, failing: str) -> list[Any]:
             if b.executes and b.name != failing and registry.skip_reason(spec, b) is None]
 
 
+def witness_mode(backend: str) -> dict[str, Any]:
+    """The mode a backend witnesses in (its ``witness_mode()``; ``{}`` when it has none)."""
+    from pallas_verify.backends import registry
+
+    return dict(getattr(registry.get(backend), "witness_mode", dict)())
+
+
 def attribute(case: Case, outcome: Outcome, *, clean: Callable[[Case], bool],
               seen: dict[str, Upstream]) -> str | None:
     """The n/a reason when ``outcome``'s error is an upstream limitation (module docstring),
@@ -131,7 +142,7 @@ def attribute(case: Case, outcome: Outcome, *, clean: Callable[[Case], bool],
     if frame is None:
         return None
     for witness in witnesses(case.spec, case.backend):
-        if clean(dataclasses.replace(case, backend=witness.name, mode={})):
+        if clean(dataclasses.replace(case, backend=witness.name, mode=witness_mode(witness.name))):
             assert outcome.error is not None
             site = _jax_compat.operation_site(outcome.error.traceback)
             found = Upstream(kernel=case.spec.name, backend=case.backend, transform=case.transform,

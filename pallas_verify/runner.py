@@ -167,14 +167,16 @@ class Runner:
         transform: str | None = None,
         *,
         blame: bool = True,
-        attribute: bool = True,
+        witness: bool = False,
     ) -> list[Finding]:
         """Every finding of one example on one backend.
 
         ``blame=False`` leaves the blame of the bad elements (a trace of the kernel) for
         ``blamed``: a search blames only the findings it reports, not every failing example.
-        An error that is JAX's (``attribution``; ``attribute=False`` does not ask, as when
-        another backend is asked to witness) raises Unsupported with the reason.
+        An error that is JAX's (``attribution``) raises Unsupported with the reason.
+        ``witness=True`` runs the example as a witness for another backend's upstream
+        limitation: no attribution of its own, and no metamorphic reruns (this backend's
+        own search runs them on every example it draws).
         """
         self._blame_now = blame
         key = example_key(config, inputs) + (f"+{transform}" if transform else "")
@@ -193,7 +195,7 @@ class Runner:
         if limitation:
             raise Unsupported(limitation)
         upstream = attribution.attribute(case, outcome, clean=self._judged_clean, seen=self.upstream) if (
-            attribute and outcome.error is not None) else None
+            not witness and outcome.error is not None) else None
         if upstream:
             raise Unsupported(upstream)
         judged = transforms.judged(case, expected)
@@ -201,7 +203,7 @@ class Runner:
                                          executes=backend.executes)
         if found or not outcome.ok:
             return [self._blamed(f, judged, outcome, expected, truth) for f in found]
-        found = self._metamorphic(backend, case, outcome, paths)
+        found = self._metamorphic(backend, case, outcome, paths) if not witness else []
         if not found and backend.executes and transform is None:
             found = self._divergence(key, case, outcome, paths)
         if not found and backend.executes and transform is not None:
@@ -218,7 +220,7 @@ class Runner:
             blame_now = self._blame_now
             try:
                 self._witnessed[key] = not self.check(case.config, case.inputs, registry.get(case.backend), case.mode,
-                                                      case.transform, blame=False, attribute=False)
+                                                      case.transform, blame=False, witness=True)
             except Unsupported:
                 self._witnessed[key] = False
             finally:

@@ -53,7 +53,6 @@ class BlockMapping:
       index_map: the index map, a ClosedJaxpr of ``*grid_indices, *scalar_prefetch``.
       revisit: the revisit mode its ``pipeline_mode`` declares (``"any"``,
         ``"immediate"``), or None when it declares none.
-      buffer_count: the buffer count its ``pipeline_mode`` declares, or None.
       semaphore: True when the operand holds semaphores (a semaphore dtype, or the
         semaphore memory space): it is signalled and waited on, never data.
     """
@@ -63,7 +62,6 @@ class BlockMapping:
     memory_space: str
     index_map: Any
     revisit: str | None = None
-    buffer_count: Any = None
     semaphore: bool = False
 
 
@@ -232,7 +230,6 @@ def _block_mapping(bm: Any) -> BlockMapping:
         memory_space=space,
         index_map=jex.core.ClosedJaxpr(bm.index_map_jaxpr, list(bm.index_map_jaxpr.consts)),
         revisit=None if revisit is None else str(getattr(revisit, "value", revisit)),
-        buffer_count=getattr(mode, "buffer_count", None),
         semaphore=_is_semaphore(bm.array_aval.dtype) or space == _SEMAPHORE_SPACE,
     )
 

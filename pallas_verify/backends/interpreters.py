@@ -84,6 +84,12 @@ class TpuInterpret:
         """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers)."""
         return f"pltpu.InterpretParams(**{ {**_TPU_DEFAULTS, **mode}!r})"
 
+    def witness_mode(self) -> dict[str, Any]:
+        """The mode it witnesses another backend's upstream limitation in (attribution):
+        races detected; upstream's defaults otherwise (one core, out-of-bounds reads
+        raised, NaN fill, DMAs completed on wait)."""
+        return {"detect_races": True}
+
     def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
         """Metamorphic reruns: (finding kind, knob, mode) with one knob changed.
 
@@ -167,6 +173,10 @@ class GpuInterpret:
     def interpret_source(self, mode: Mapping[str, Any]) -> str:
         """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers)."""
         return f"plgpu.InterpretGPUParams(**{dict(mode)!r})"
+
+    def witness_mode(self) -> dict[str, Any]:
+        """The mode it witnesses another backend's upstream limitation in: races detected."""
+        return {"detect_races": True}
 
 
 def interpreter_backends() -> list[Any]:

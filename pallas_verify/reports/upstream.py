@@ -169,6 +169,7 @@ def write_upstream_reproducer(record: Any, spec: Any, spec_ref: str | None, out_
     ``{"reproducer": None, "reproducer_missing": why}``."""
     import jax
 
+    from pallas_verify.attribution import witness_mode
     from pallas_verify.backends import registry
 
     source = kernel_module(spec.kernel)
@@ -198,6 +199,6 @@ def write_upstream_reproducer(record: Any, spec: Any, spec_ref: str | None, out_
         how=how, script=script.name, config=config_src or "None  # not a Python literal: in the .npz",
         transform=record.transform, tpu="tpu" in spec.platforms,
         failing=registry.get(record.backend).interpret_source(record.mode),  # type: ignore[attr-defined]
-        witness_src=registry.get(record.clean_on).interpret_source({}),  # type: ignore[attr-defined]
+        witness_src=registry.get(record.clean_on).interpret_source(witness_mode(record.clean_on)),  # type: ignore[attr-defined]
         loader=loader))
     return {"reproducer": str(script.resolve())}

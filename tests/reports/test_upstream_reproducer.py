@@ -78,3 +78,18 @@ def test_a_unit_ships_the_upstream_reproducer_and_the_driver_points_the_report_a
         ["k-upstream-interpret.py", "k-upstream-interpret.npz", "k-upstream-interpret-kernel.py"])
     assert not work.exists()
     assert Path(entry["reproducer"]).read_text() == script.name
+
+
+def test_the_text_and_markdown_reports_list_each_upstream_limitation_with_its_reproducer():
+    from pallas_verify.reports.markdown import markdown
+    from pallas_verify.reports.text import upstream_lines
+
+    entry = {"backend": "interpret", "transform": None, "error": "TypeError: Shapes must be 1D",
+             "frame": "jax/_src/state/discharge.py:519 in _index_array", "clean_on": "tpu_interpret",
+             "config": {"rows": 8}, "reproducer": "/out/k-upstream-interpret.py"}
+    report = Report(kernels=[{"name": "k", "upstream": [entry]}])
+    first, second = upstream_lines(report.kernels[0])
+    assert first.startswith("upstream limitation on interpret: TypeError: Shapes must be 1D raised at "
+                            "jax/_src/state/discharge.py:519 in _index_array; tpu_interpret runs the same example clean")
+    assert second.endswith("python /out/k-upstream-interpret.py")
+    assert "## Upstream limitations" in markdown(report) and "k-upstream-interpret.py" in markdown(report)
