@@ -61,12 +61,13 @@ def matmul_ref(x, y):
     return jnp.dot(x, y, preferred_element_type=jnp.float32)
 
 
+# Two k blocks, the second ragged (or whole): the smallest grid that shows each.
 emit_pipeline_ragged = _fixed("emit_pipeline_ragged", matmul, matmul_ref,
-                              lambda rng: (_normal(rng, 12, 200), _normal(rng, 200, 130)))
+                              lambda rng: (_normal(rng, 8, 200), _normal(rng, 200, 128)))
 emit_pipeline_whole = _fixed("emit_pipeline_whole", matmul, matmul_ref,
-                             lambda rng: (_normal(rng, 16, 256), _normal(rng, 256, 128)))
+                             lambda rng: (_normal(rng, 8, 256), _normal(rng, 256, 128)))
 emit_pipeline_ragged_bug = _fixed("emit_pipeline_ragged_bug", matmul_unmasked, matmul_ref,
-                                  lambda rng: (_normal(rng, 12, 200), _normal(rng, 200, 130)))
+                                  lambda rng: (_normal(rng, 8, 200), _normal(rng, 200, 128)))
 
 
 # A DMA whose size and offset are read from SMEM: the HLO interpreter cannot run it.
