@@ -25,7 +25,6 @@ others were judged, and shrinking one backend's bug would be steered by another'
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,6 +50,7 @@ from pallas_verify.reports.report import (
     unrun_results,
 )
 from pallas_verify.runner import Runner, Unsupported, example_key
+from pallas_verify.signatures import SameSignature
 from pallas_verify.spec import KernelSpec
 
 __all__ = ["verify"]
@@ -101,7 +101,7 @@ class _Search:
     max_examples: int = 0
     shrink_steps: int = 0
     shrink: _ShrinkProgress = dataclasses.field(default_factory=lambda: _ShrinkProgress())
-    uniform: _SameSignature = dataclasses.field(default_factory=lambda: _SameSignature())
+    uniform: SameSignature = dataclasses.field(default_factory=lambda: SameSignature(kinds=_INPUT_BLIND))
 
     def example(self, data: st.DataObject) -> None:
         config = _draw(data, self.spec.configs, "configs", dict)
@@ -210,47 +210,6 @@ class _ShrinkProgress:
             self.stopped = f"{self.same} shrink steps failed the same way at the same config"
         elif self.stale >= _STALL_PATIENCE:
             self.stopped = f"{self.stale} shrink steps without a smaller failing example"
-
-
-# Searching and shrinking stop once this many examples in a row, and every example of
-# the search, failed with one signature (an input-blind kind and the same error text up
-# to numbers): more examples would only repeat it. The cell says so.
-_SAME_SIGNATURE_STOP = 3
-
-
-@dataclasses.dataclass
-class _SameSignature:
-    """Whether every example of a search failed with one signature; ``stopped`` says so
-    once ``_SAME_SIGNATURE_STOP`` have."""
-
-    signature: tuple[str, str] | None = None
-    count: int = 0
-    mixed: bool = False  # an example passed, or failed another way
-    stopped: str | None = None
-
-    def step(self, findings: list[Finding]) -> bool:
-        """Record one example's findings; True when the search should stop now."""
-        if self.mixed or self.stopped:
-            return False
-        signature = _signature(findings[0]) if findings else None
-        if signature is None or self.signature not in (None, signature):
-            self.mixed = True
-            return False
-        self.signature, self.count = signature, self.count + 1
-        if self.count < _SAME_SIGNATURE_STOP:
-            return False
-        self.stopped = (f"stopped early: all {self.count} examples run failed with the same signature "
-                        f"({signature[0]}: {signature[1][:160]}); more examples and shrinking would only repeat it")
-        return True
-
-
-def _signature(finding: Finding) -> tuple[str, str] | None:
-    """A failure's signature: its kind and first message line with numbers blanked, for
-    the kinds whose evidence does not depend on the input values; None for the others."""
-    if finding.kind not in _INPUT_BLIND:
-        return None
-    first = (finding.message.strip().splitlines() or [""])[0]
-    return finding.kind, re.sub(r"0x[0-9a-fA-F]+|\d+", "#", first)
 
 
 def _draw(data: st.DataObject, strategy: Any, field: str, kind: type) -> Any:
