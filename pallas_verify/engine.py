@@ -52,6 +52,7 @@ from pallas_verify.reports.report import (
     unrun_results,
 )
 from pallas_verify.runner import Runner, Unsupported, example_key
+from pallas_verify.signatures import SameSignature
 from pallas_verify.spec import KernelSpec
 
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ class _Search:
     shrink_steps: int = 0
     shrink: _ShrinkProgress = dataclasses.field(default_factory=lambda: _ShrinkProgress())
     progress: LiveProgress | None = None
+    uniform: SameSignature = dataclasses.field(default_factory=lambda: SameSignature(kinds=_INPUT_BLIND))
 
     def example(self, data: st.DataObject) -> None:
         config = _draw(data, self.spec.configs, "configs", dict)
@@ -137,6 +139,8 @@ class _Search:
             return
         if not generating:
             self.shrink.step(config, findings)
+        if self.uniform.step(findings) and not self.shrink.stopped:  # every example failed one way: stop
+            self.shrink.stopped = self.uniform.stopped
         if not findings:
             self.passed.add(key)
         if findings:
@@ -293,6 +297,11 @@ def verify(
             report.kernels[-1]["notes"] = notes
         if runner.static_notes:  # parts of the static check that did not run, and why
             report.kernels[-1]["static_skipped"] = list(runner.static_notes)
+        if runner.upstream:  # JAX's failures (attribution): once per backend, with a plain-jax reproducer
+            from pallas_verify.reports.upstream import upstream_entries
+
+            report.kernels[-1]["upstream"] = upstream_entries(runner.upstream.values(), spec, runner.spec_ref,
+                                                              Path(out_dir))
     report.results = divergence_cells(report.results, report.findings)
     report.findings = one_per_reference_failure(report.findings)
     order = {name: i for i, name in enumerate(report.backends)}
@@ -414,7 +423,8 @@ def _result(spec: KernelSpec, backend: Backend, findings: list[Finding], search:
     if search.unsupported:
         return BackendResult(**cell, status="unsupported", reason=search.unsupported)
     if findings:
-        return BackendResult(**cell, status="fail", reason=join_reasons(f.kind for f in findings))
+        return BackendResult(**cell, status="fail", reason=join_reasons(f.kind for f in findings),
+                             note=search.uniform.stopped or "")
     reason = "" if backend.executes else "compiled only (no device attached)"
     return BackendResult(**cell, status="pass", reason=reason)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from pallas_verify import _jax_compat, choices, reference, transforms
+from pallas_verify import _jax_compat, attribution, choices, reference, transforms
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.execute import config_key
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
@@ -79,6 +79,8 @@ class Runner:
         self._unblamed: dict[int, tuple[Any, ...]] = {}
         self.limit = CaseLimit(ceiling=self.timeout_s)
         self.reruns = RerunTally()
+        self.upstream: dict[str, attribution.Upstream] = {}  # backend -> its first upstream limitation
+        self._witnessed: dict[str, bool] = {}  # example + transform + backend -> judged clean there
 
     def __enter__(self) -> Runner:
         return self
@@ -167,25 +169,30 @@ class Runner:
         transform: str | None = None,
         *,
         blame: bool = True,
+        witness: bool = False,
     ) -> list[Finding]:
         """Every finding of one example on one backend.
 
         ``blame=False`` leaves the blame of the bad elements (a trace of the kernel) for
         ``blamed``: a search blames only the findings it reports, not every failing example.
+        An error that is JAX's (``attribution``) raises Unsupported with the reason.
+        ``witness=True`` runs the example as a witness for another backend's upstream
+        limitation: no attribution of its own, and no metamorphic reruns (this backend's
+        own search runs them on every example it draws).
         """
         self._blame_now = blame
         key = example_key(config, inputs) + (f"+{transform}" if transform else "")
         case = Case(spec=self.spec, config=config, inputs=inputs, backend=backend.name, mode=mode, transform=transform)
         running = self.submit(case)  # the worker runs the kernel while the reference is computed here
-        ahead = self._rerun_ahead(backend, case)  # and, on a spare core, its metamorphic rerun
+        ahead = None if witness else self._rerun_ahead(backend, case)  # and, on a spare core, its rerun
         try:
-            return self._judge(key, case, backend, running, ahead)
+            return self._judge(key, case, backend, running, ahead, witness=witness)
         finally:
             if ahead is not None and ahead.pending is not None and ahead.outcome is None:
                 self.collect(ahead)  # the worker answers every request: take its answer off the pipe
 
-    def _judge(self, key: str, case: Case, backend: Backend, running: _Running,
-               ahead: _Running | None) -> list[Finding]:
+    def _judge(self, key: str, case: Case, backend: Backend, running: _Running, ahead: _Running | None, *,
+               witness: bool) -> list[Finding]:
         config, inputs, transform = case.config, case.inputs, case.transform
         try:
             expected, paths, truth = self.expected(config, inputs, key, transform)
@@ -199,17 +206,38 @@ class Runner:
         limitation = _jax_compat.upstream_limitation(outcome.error, backend=case.backend, transform=transform)
         if limitation:
             raise Unsupported(limitation)
+        upstream = attribution.attribute(case, outcome, clean=self._judged_clean, seen=self.upstream) if (
+            not witness and outcome.error is not None) else None
+        if upstream:
+            raise Unsupported(upstream)
         judged = transforms.judged(case, expected)
         found = outcome_findings(judged, outcome, expected if backend.executes else None, paths, truth,
                                          executes=backend.executes)
         if found or not outcome.ok:
             return [self._blamed(f, judged, outcome, expected, truth) for f in found]
-        found = self._metamorphic(backend, case, outcome, paths, ahead)
+        found = self._metamorphic(backend, case, outcome, paths, ahead) if not witness else []
         if not found and backend.executes and transform is None:
             found = self._divergence(key, case, outcome, paths, expected, truth)
         if not found and backend.executes and transform is not None:
             found = transforms.per_example_findings(case, outcome, self.run, paths, truth)
         return found
+
+    def _judged_clean(self, case: Case) -> bool:
+        """Whether ``case`` runs on its backend with no finding (it witnesses an upstream
+        limitation on another backend); asked once per example, transform and backend."""
+        from pallas_verify.backends import registry
+
+        key = f"{example_key(case.config, case.inputs)}+{case.transform}@{case.backend}"
+        if key not in self._witnessed:
+            blame_now = self._blame_now
+            try:
+                self._witnessed[key] = not self.check(case.config, case.inputs, registry.get(case.backend), case.mode,
+                                                      case.transform, blame=False, witness=True)
+            except Unsupported:
+                self._witnessed[key] = False
+            finally:
+                self._blame_now = blame_now
+        return self._witnessed[key]
 
     def _blamed(self, finding: Finding, judged: Case, outcome: Outcome, expected: Sequence[np.ndarray],
                 truth: Truth | None) -> Finding:

@@ -12,11 +12,15 @@ from pallas_verify._jax_compat.devices import abstract_mesh_of as abstract_mesh_
 from pallas_verify._jax_compat.errors import DEADLOCK_MARKER as DEADLOCK_MARKER
 from pallas_verify._jax_compat.errors import LIMITATIONS as LIMITATIONS
 from pallas_verify._jax_compat.errors import RACE_MARKER as RACE_MARKER
+from pallas_verify._jax_compat.errors import REVISIT_ANY_DECLARED as REVISIT_ANY_DECLARED
 from pallas_verify._jax_compat.errors import Limitation as Limitation
 from pallas_verify._jax_compat.errors import error_info as error_info
 from pallas_verify._jax_compat.errors import error_kind as error_kind
 from pallas_verify._jax_compat.errors import semaphore_leaks as semaphore_leaks
 from pallas_verify._jax_compat.errors import upstream_limitation as upstream_limitation
+from pallas_verify._jax_compat.frames import Frame as Frame
+from pallas_verify._jax_compat.frames import operation_site as operation_site
+from pallas_verify._jax_compat.frames import upstream_frame as upstream_frame
 from pallas_verify._jax_compat.interpret import RACE_LOGGERS as RACE_LOGGERS
 from pallas_verify._jax_compat.interpret import capture_logs as capture_logs
 from pallas_verify._jax_compat.interpret import force_interpret as force_interpret
@@ -48,9 +52,11 @@ __all__ = [
     "RACE_LOGGERS",
     "RACE_MARKER",
     "RERUNS",
+    "REVISIT_ANY_DECLARED",
     "SKIPPED_CHECKS",
     "BlockMapping",
     "DeadlockError",
+    "Frame",
     "GridMapping",
     "Limitation",
     "abstract_mesh_of",
@@ -70,11 +76,13 @@ __all__ = [
     "is_kernel",
     "kernel_params",
     "kernel_site",
+    "operation_site",
     "rerun_kinds",
     "reset_interpreters",
     "semaphore_leaks",
     "sub_jaxprs",
     "tpu_target",
+    "upstream_frame",
     "upstream_limitation",
     "written_refs",
 ]

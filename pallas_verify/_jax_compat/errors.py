@@ -12,6 +12,7 @@ __all__ = [
     "DEADLOCK_MARKER",
     "LIMITATIONS",
     "RACE_MARKER",
+    "REVISIT_ANY_DECLARED",
     "Limitation",
     "error_info",
     "error_kind",
@@ -22,6 +23,9 @@ __all__ = [
 RACE_MARKER = "RACE DETECTED"
 #: What the deadlock watchdog (deadlock.py) puts in the error of a run it stops.
 DEADLOCK_MARKER = "DEADLOCK DETECTED"
+#: What TPU interpret mode's backend adds to a "Revisited block" error when the revisited
+#: output's BlockSpec declares ``pipeline_mode=pl.Buffered(..., revisit=pl.RevisitMode.ANY)``.
+REVISIT_ANY_DECLARED = "(its BlockSpec declares pipeline_mode=pl.Buffered(..., revisit=pl.RevisitMode.ANY))"
 
 # An interpreter callback failure is a JaxRuntimeError whose text embeds the real
 # exception: "INTERNAL: CpuCallback error calling callback: Traceback ... \nType: msg".
@@ -81,8 +85,31 @@ class Limitation:
 
 
 # A case that hits one is an "unsupported" cell with the reason, never a finding and
-# never a pass.
+# never a pass. The rule of pallas_verify.attribution decides most upstream failures by
+# itself (JAX's frames only, another interpreter runs the example clean); a row here is
+# for what it cannot decide, and says which: "no interpreter" (no interpreter runs such a
+# kernel, so none can witness), "sanitizer text" (the error reads as one of the
+# sanitizer's own signals, which the rule always keeps as findings), or "worded" (the rule
+# would decide it too; the row gives a precise reason and predates the rule).
+_SEMAPHORE_OUTPUTS = (
+    "no interpreter runs a pallas_call that returns semaphores (the async-copy-across-calls pattern of jax's "
+    "tpu_pallas_async_test.py): both fill every output buffer first, which a semaphore type cannot be "
+    "(AttributeError: 'AbstractSemaphoreTyRules' has no attribute 'full'; with NaN fill TPU interpret mode "
+    "says NotImplementedError: nan + dma_sem); check the kernel on mosaic_tpu, and its grid statically")
 LIMITATIONS = (
+    # no interpreter: semaphores as pallas_call outputs.
+    Limitation(backend="interpret", transform=None,
+               markers=("'AbstractSemaphoreTyRules' has no attribute 'full'",), reason=_SEMAPHORE_OUTPUTS),
+    Limitation(backend="tpu_interpret", transform=None,
+               markers=("'AbstractSemaphoreTyRules' has no attribute 'full'",), reason=_SEMAPHORE_OUTPUTS),
+    Limitation(backend="tpu_interpret", transform=None,
+               markers=("get_uninitialized_value", "NotImplementedError: nan + ", "sem"), reason=_SEMAPHORE_OUTPUTS),
+    # sanitizer text: TPU interpret mode's revisit check ignores the BlockSpec's pipeline mode.
+    Limitation(backend="tpu_interpret", transform=None, markers=("Revisited block", REVISIT_ANY_DECLARED), reason=(
+        "TPU interpret mode rejects every revisit of an output block (RuntimeError: Revisited block ...), even "
+        "one whose BlockSpec declares pipeline_mode=pl.Buffered(1, revisit=pl.RevisitMode.ANY), which Pallas "
+        "supports by restoring the block; the HLO interpreter runs such a kernel and Mosaic compiles it")),
+    # worded: the rows below predate the rule.
     Limitation(backend="gpu_interpret", transform=None, markers=("has_trivial_window()",), reason=(
         "GPU interpret mode runs pl.pallas_call only with whole-array blocks (JAX asserts "
         "BlockMapping.has_trivial_window); use plgpu.kernel, or run this kernel on interpret/tpu_interpret")),
@@ -91,14 +118,14 @@ LIMITATIONS = (
         "grid dimension without a semantic and the interpreter's grid randomisation zips the grid with the "
         "semantics (ValueError: safe_zip length mismatch); vmap is checked on interpret and on mosaic_tpu, "
         "whose lowering adds a 'parallel' semantic per vmapped dimension")),
-    # Any vmapped pallas_call: the vmap transform, or jax.vmap inside the kernel (jax's GPU
+    # worded. Any vmapped pallas_call: the vmap transform, or jax.vmap inside the kernel (jax's GPU
     # decode attention, paged attention, layer_norm and rms_norm vmap their pallas_calls).
     Limitation(backend="gpu_interpret", transform=None,
                markers=("unexpected keyword argument 'kernel_arg_transforms'", "batching_rule"), reason=(
         "GPU interpret mode cannot run a vmapped pallas_call (the vmap transform, or jax.vmap inside the "
         "kernel): pallas_call's batching rule rejects the kernel_arg_transforms parameter that GPU interpret "
         "mode sets (TypeError); check the kernel on interpret")),
-    # jax.experimental.pallas.ops.tpu.ragged_paged_attention hits these two.
+    # no interpreter: jax.experimental.pallas.ops.tpu.ragged_paged_attention hits these two.
     Limitation(backend="interpret", transform=None,
                markers=("'TypedInt' object has no attribute 'shape'", "_swap_discharge_rule"), reason=(
         "the HLO interpreter cannot discharge a store into a ref indexed with a typed-int constant "
@@ -109,6 +136,7 @@ LIMITATIONS = (
         "TPU interpret mode cannot read through a reshaped ref (AttributeError: 'ReshapeTransform' object "
         "has no attribute 'indices' in the interpreter's to_range; jax's ragged paged attention hits it); "
         "check the kernel on mosaic_tpu")),
+    # worded: found by smith (docs/upstream-findings.md).
     Limitation(backend="tpu_interpret", transform=None, markers=("doesn't match function result type",), reason=(
         "TPU interpret mode cannot run input_output_aliases on an array that is not a whole number of blocks: "
         "it pads the aliased buffer to the blocks and fails MLIR verification (docs/upstream-findings.md); "

@@ -51,12 +51,18 @@ class BlockMapping:
         or None, ``pl.Element``, ``pl.BoundedSlice``, ...).
       memory_space: its memory space as text (``"default"``, ``"any"``, ``"hbm"``...).
       index_map: the index map, a ClosedJaxpr of ``*grid_indices, *scalar_prefetch``.
+      revisit: the revisit mode its ``pipeline_mode`` declares (``"any"``,
+        ``"immediate"``), or None when it declares none.
+      semaphore: True when the operand holds semaphores (a semaphore dtype, or the
+        semaphore memory space): it is signalled and waited on, never data.
     """
 
     array_shape: tuple[int, ...]
     block_dims: tuple[Any, ...]
     memory_space: str
     index_map: Any
+    revisit: str | None = None
+    semaphore: bool = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -191,18 +197,8 @@ def grid_mapping(eqn: Any) -> GridMapping:
     Raises whatever jax's classes raise when their structure is not the one JAX 0.12
     has (the static check then skips the call, naming the error).
     """
-    import jax.extend as jex
-
     gm = eqn.params["grid_mapping"]
-    blocks = tuple(
-        BlockMapping(
-            array_shape=tuple(int(d) for d in bm.array_aval.shape),
-            block_dims=tuple(bm.block_shape),
-            memory_space=str(getattr(bm.transformed_block_aval, "memory_space", "default")),
-            index_map=jex.core.ClosedJaxpr(bm.index_map_jaxpr, list(bm.index_map_jaxpr.consts)),
-        )
-        for bm in gm.block_mappings
-    )
+    blocks = tuple(_block_mapping(bm) for bm in gm.block_mappings)
     params = eqn.params.get("compiler_params")
     if isinstance(params, Mapping):
         params = next(iter(params.values()), None)
@@ -235,6 +231,31 @@ def kernel_params(body: Any) -> tuple[tuple[str, str, tuple[int, ...], str], ...
         params.append((str(name), str(space) if space is not None else "default",
                        tuple(int(d) for d in getattr(aval, "shape", ())), str(getattr(aval, "dtype", ""))))
     return tuple(params)
+def _block_mapping(bm: Any) -> BlockMapping:
+    import jax.extend as jex
+
+    mode = bm.pipeline_mode
+    revisit = getattr(mode, "revisit", None)
+    space = str(getattr(bm.transformed_block_aval, "memory_space", "default"))
+    return BlockMapping(
+        array_shape=tuple(int(d) for d in bm.array_aval.shape),
+        block_dims=tuple(bm.block_shape),
+        memory_space=space,
+        index_map=jex.core.ClosedJaxpr(bm.index_map_jaxpr, list(bm.index_map_jaxpr.consts)),
+        revisit=None if revisit is None else str(getattr(revisit, "value", revisit)),
+        semaphore=_is_semaphore(bm.array_aval.dtype) or space == _SEMAPHORE_SPACE,
+    )
+
+
+# The memory space of TPU semaphores (``pltpu.SEMAPHORE``), as text.
+_SEMAPHORE_SPACE = "semaphore_mem"
+
+
+def _is_semaphore(dtype: Any) -> bool:
+    """Whether ``dtype`` is a Pallas semaphore type (regular, DMA or barrier semaphore)."""
+    from jax._src.pallas import core as pallas_core
+
+    return isinstance(dtype, pallas_core.AbstractSemaphoreTy)
 
 
 def index_map_function(closed: Any) -> Any:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,7 +15,15 @@ from pallas_verify import _jax_compat
 from pallas_verify.backends.execute import execute, jitted
 from pallas_verify.case import Case, Outcome
 
-__all__ = ["GpuInterpret", "HloInterpret", "TpuInterpret", "interpreter_backends"]
+__all__ = ["GpuInterpret", "HloInterpret", "TpuInterpret", "interpreter_backends", "trace_context"]
+
+
+def trace_context(platforms: Any) -> contextlib.AbstractContextManager[None]:
+    """The device context a kernel targeting ``platforms`` is traced under here, by every
+    interpreter and by the static check and blame: for a TPU kernel, a TPU device kind
+    (``emit_pipeline``, ``buffer_bounds="padded"`` and ``pltpu.get_tpu_info`` read the
+    chip's tiling from it), as TPU interpret mode and the Mosaic compiles have."""
+    return _jax_compat.tpu_target() if "tpu" in tuple(platforms) else contextlib.nullcontext()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,8 +44,12 @@ class HloInterpret:
     def run(self, case: Case) -> Outcome:
         """Run with the lanes of masked loads and stores checked against their ref's bounds
         (``_jax_compat.checked_bounds``): a Triton-style mask off by one is ``out_of_bounds``."""
-        with _jax_compat.checked_bounds():
+        with trace_context(case.spec.platforms), _jax_compat.checked_bounds():  # a TPU kernel traces as for a TPU
             return execute(case, True)
+
+    def interpret_source(self, mode: Mapping[str, Any]) -> str:
+        """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers)."""
+        return "True"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,9 +83,19 @@ class TpuInterpret:
             kinds = rerun_kinds(case)
             skipped = ("race",) if case.mode.get("detect_races") and not races_possible(kinds, case.mode) else ()
             mode = {**case.mode, **({"detect_races": False} if skipped else {})}
-            params = pltpu.InterpretParams(**{"on_race": "warn", "buffer_bounds": "padded", **mode})
-            outcome = _in_kernel_terms(case, execute(case, params))
+            params = pltpu.InterpretParams(**{**_TPU_DEFAULTS, **mode})
+            outcome = _in_kernel_terms(case, _with_declared_revisit(case, execute(case, params)))
             return dataclasses.replace(outcome, reruns=kinds, skipped=skipped)
+
+    def interpret_source(self, mode: Mapping[str, Any]) -> str:
+        """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers)."""
+        return f"pltpu.InterpretParams(**{ {**_TPU_DEFAULTS, **mode}!r})"
+
+    def witness_mode(self) -> dict[str, Any]:
+        """The mode it witnesses another backend's upstream limitation in (attribution):
+        races detected; upstream's defaults otherwise (one core, out-of-bounds reads
+        raised, NaN fill, DMAs completed on wait)."""
+        return {"detect_races": True}
 
     def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """Metamorphic reruns: (finding kind, mode) with the knob that kind is about changed.
@@ -113,6 +137,36 @@ def _in_kernel_terms(case: Case, outcome: Outcome) -> Outcome:
         assert error is not None
         error = dataclasses.replace(error, message=in_kernel_terms(error.message, calls))
     return dataclasses.replace(outcome, diagnostics=in_kernel_terms(outcome.diagnostics, calls), error=error)
+
+
+_REVISITED_OUTPUT = re.compile(r"Revisited block .* of output (\d+) in iteration")
+
+
+def _with_declared_revisit(case: Case, outcome: Outcome) -> Outcome:
+    """``outcome``, its revisit error marked when the revisited output's BlockSpec declares
+    ``RevisitMode.ANY`` (TPU interpret mode ignores pipeline modes; ``_jax_compat``'s
+    table then names the error an upstream limitation instead of a ``revisit`` finding)."""
+    error = outcome.error
+    match = _REVISITED_OUTPUT.search(error.message) if error is not None else None
+    if error is None or match is None:
+        return outcome
+    from pallas_verify.backends.wrap import kernel_under
+    from pallas_verify.grid.trace import grid_mappings
+
+    try:
+        calls = grid_mappings(kernel_under(case.spec, case.transform), case.inputs, case.config)
+    except Exception:  # a kernel that does not trace again: the error stays as it is
+        return outcome
+    index = int(match.group(1))
+    if not any(index < len(c.outputs) and c.outputs[index].revisit_any for c in calls):
+        return outcome
+    marked = dataclasses.replace(error, message=f"{error.message} {_jax_compat.REVISIT_ANY_DECLARED}")
+    return dataclasses.replace(outcome, error=marked)
+
+
+# What TpuInterpret.run sets before a mode's knobs: races reported, not raised, and the
+# chip's padded buffer bounds (see its docstring).
+_TPU_DEFAULTS: Mapping[str, Any] = {"on_race": "warn", "buffer_bounds": "padded"}
 
 
 def races_possible(kinds: frozenset[str] | None, mode: Mapping[str, Any]) -> bool:
@@ -168,6 +222,14 @@ class GpuInterpret:
         from jax.experimental.pallas import mosaic_gpu as plgpu
 
         return execute(case, plgpu.InterpretGPUParams(**case.mode))
+
+    def interpret_source(self, mode: Mapping[str, Any]) -> str:
+        """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers)."""
+        return f"plgpu.InterpretGPUParams(**{dict(mode)!r})"
+
+    def witness_mode(self) -> dict[str, Any]:
+        """The mode it witnesses another backend's upstream limitation in: races detected."""
+        return {"detect_races": True}
 
 
 def interpreter_backends() -> list[Any]:

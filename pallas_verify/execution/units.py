@@ -58,16 +58,26 @@ def example_database(address: str) -> Any:
 
 
 def ship_reproducers(report: Any, out_dir: Path) -> dict[str, Any]:
-    """The report as a dict plus the bytes of its reproducers; removes ``out_dir``."""
+    """The report as a dict plus the bytes of its reproducers (the findings', and the
+    upstream limitations' plain-jax ones); removes ``out_dir``."""
     files = {}
-    for finding in report.findings:
-        if finding.reproducer and Path(finding.reproducer).is_file():
-            for suffix in _REPRODUCER_SUFFIXES:
-                path = Path(finding.reproducer).with_suffix(suffix)
+    scripts = [f.reproducer for f in report.findings] + [u.get("reproducer") for u in _upstream(report.kernels)]
+    for script in filter(None, scripts):
+        if Path(script).is_file():
+            for path in (*(Path(script).with_suffix(s) for s in _REPRODUCER_SUFFIXES), _kernel_file(script)):
                 if path.is_file():
                     files[path.name] = path.read_bytes()
     shutil.rmtree(out_dir, ignore_errors=True)
     return {"report": report.to_dict(), "files": files}
+
+
+def _upstream(kernels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [u for kernel in kernels for u in kernel.get("upstream", ())]
+
+
+def _kernel_file(script: str) -> Path:
+    """The kernel module an upstream reproducer imports (reports.upstream writes it beside)."""
+    return Path(script).with_name(f"{Path(script).stem}-kernel.py")
 
 
 def receive_reproducers(result: Mapping[str, Any], into: Path) -> Any:
@@ -82,6 +92,9 @@ def receive_reproducers(result: Mapping[str, Any], into: Path) -> Any:
             (into / name).write_bytes(data)
     report.findings = [dataclasses.replace(f, reproducer=str((into / Path(f.reproducer).name).resolve()))
                        if f.reproducer and Path(f.reproducer).name in files else f for f in report.findings]
+    for upstream in _upstream(report.kernels):
+        if upstream.get("reproducer") and Path(upstream["reproducer"]).name in files:
+            upstream["reproducer"] = str((into / Path(upstream["reproducer"]).name).resolve())
     return report
 
 

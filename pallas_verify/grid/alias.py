@@ -96,10 +96,10 @@ def alias_hazards(call: PallasCall, points: np.ndarray,
         source, target = call.inputs[i], call.outputs[o]
         if source.memory_space in UNWINDOWED_SPACES or target.memory_space in UNWINDOWED_SPACES:
             continue  # pl.ANY/HBM operands: the kernel's own DMAs, which no index map describes
-        if not (source.element_window and target.element_window):
+        if not all(len(o.element_window) == len(o.array_shape) for o in (source, target)):
             found.append(AliasHazard(kind="skipped", call=call.name, operand=f"{source.name} aliased to {target.name}",
-                                     message=(f"skipped: {call.name}: the block shape of {source.name} or "
-                                              f"{target.name} has a dimension that is neither a block nor a "
+                                     message=(f"static check skipped for {call.name}: the block shape of {source.name} "
+                                              f"or {target.name} has a dimension that is neither a block nor a "
                                               "pl.Element window, so its elements cannot be located statically")))
             continue
         hazard = _pair_hazard(call, source, target, points, evaluated or {})
@@ -150,7 +150,7 @@ def _pair_hazard(call, source, target, points, evaluated) -> AliasHazard | None:
         writes = _events(target, points, writes_at, core, write=True)
         if not tiled and len(reads.core) * len(writes.core) > _MAX_PAIRS:
             return AliasHazard(kind="skipped", call=call.name, operand=pair, message=(
-                f"skipped: {call.name}: {pair} has {len(reads.core)} input fetches and "
+                f"static check skipped for {call.name}: {pair} has {len(reads.core)} input fetches and "
                 f"{len(writes.core)} output write-backs with different windows, too many to "
                 "compare pairwise; check a smaller grid"))
         hit = _first_conflict(reads, writes, tiled=tiled)

@@ -5,8 +5,9 @@ out_specs index maps are evaluated at every grid point. Issues are the finding k
 the house plan: ``race`` (an output block written from grid points that differ along a
 parallel dimension), ``uninitialized_read`` (an output block no grid point writes),
 ``revisit`` (an output block whose visits are not consecutive in the grid's row-major
-order), ``out_of_bounds`` (a block index outside its array) and ``input_mutation``
-(a kernel that writes into an un-aliased input left in HBM/ANY); aliasing.py adds
+order, unless its BlockSpec's pipeline mode declares ``revisit=pl.RevisitMode.ANY``), ``out_of_bounds`` (a block index outside its array) and ``input_mutation``
+(a kernel that writes into an un-aliased input left in HBM/ANY; semaphore operands,
+which a kernel signals and waits on, are not data and never count); aliasing.py adds
 ``alias_hazard`` (an aliased input read after its elements were written back). An issue of kind
 ``skipped`` is not a finding: it says which part could not be checked and why.
 """
@@ -216,6 +217,8 @@ def _unwritten_issues(call, operand, blocks) -> list[GridIssue]:
 
 
 def _revisit_issues(call, operand, points, blocks) -> list[GridIssue]:
+    if operand.revisit_any:  # pl.Buffered(..., revisit=pl.RevisitMode.ANY): Pallas restores revisited blocks
+        return []
     parallel = [d for d, s in enumerate(call.semantics) if s == "parallel"]
     keys = blocks if not parallel else np.concatenate([blocks, points[:, parallel]], axis=1)
     ids = _group(keys)

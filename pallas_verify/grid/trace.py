@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ __all__ = ["BlockOperand", "PallasCall", "block_indices", "grid_mappings", "grid
 _TRANSPARENT = frozenset({"convert_element_type", "copy", "copy_p", "reduce_precision"})
 UNWINDOWED_SPACES = frozenset({"any", "hbm", "semaphore_mem", "host"})
 _UNKNOWN = object()
+_PADDING = re.compile(r", padding=\([^)]*\)")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -43,6 +45,11 @@ class BlockOperand:
       element_window: per dimension, the window size of a pl.Element dimension (whose
         index map gives an element offset) and None for a block dimension; ``()`` when a
         dimension is neither (its elements cannot be located statically).
+      revisit_any: True when its BlockSpec's ``pipeline_mode`` declares
+        ``revisit=pl.RevisitMode.ANY``: its blocks may be revisited at any grid step
+        (Pallas restores the block's state), so a non-consecutive revisit is no hazard.
+      semaphore: True for an operand of semaphores (``pltpu.SEMAPHORE``, a semaphore
+        dtype): the kernel signals and waits on it; a wait is no write of data.
     """
 
     name: str
@@ -55,6 +62,8 @@ class BlockOperand:
     index_map: Any
     element_dims: tuple[str, ...] = ()
     element_window: tuple[int | None, ...] = ()
+    revisit_any: bool = False
+    semaphore: bool = False
 
     @property
     def block_counts(self) -> tuple[int, ...]:
@@ -251,7 +260,7 @@ def _operand(bm: _jax_compat.BlockMapping, i: int, num_inputs: int) -> BlockOper
         else:  # Element, BoundedSlice, Indirect: windows at element offsets the kernel chooses
             sizes.append(int(getattr(b, "block_size", 1)))
             windowed = False
-            element_dims.append(str(b))
+            element_dims.append(_PADDING.sub("", str(b)))  # one note per kind of window, whatever its padding
             elements.append(int(b.block_size) if isinstance(b, pl.Element) else _UNKNOWN)
     return BlockOperand(
         name=f"{'output' if is_output else 'input'} {index}",
@@ -264,6 +273,8 @@ def _operand(bm: _jax_compat.BlockMapping, i: int, num_inputs: int) -> BlockOper
         index_map=bm.index_map,
         element_dims=tuple(element_dims),
         element_window=() if _UNKNOWN in elements else tuple(elements),
+        revisit_any=bm.revisit == "any",
+        semaphore=bm.semaphore,
     )
 
 
@@ -294,7 +305,7 @@ def _mutated_inputs(gm: _jax_compat.GridMapping, ins: list[BlockOperand]) -> tup
     return tuple(
         i
         for i, (ref, op) in enumerate(zip(refs, ins, strict=True))
-        if ref in written and i + gm.num_index_operands not in aliased and not op.windowed
+        if ref in written and i + gm.num_index_operands not in aliased and not op.windowed and not op.semaphore
     )
 
 

@@ -1,9 +1,12 @@
 """The static grid check and blame of one example, traced where user code cannot hurt the run.
 
-Both trace the kernel (``jax.make_jaxpr``), which runs the author's Python: a kernel may
-hang, abort or raise while it is traced. When a worker is given, the tracing happens
-there, so a hang becomes a ``timeout`` finding, an abort a ``crash`` and an exception an
-``exception`` (with the traceback in the finding's evidence); the run goes on. Without a
+Both trace the kernel (``jax.make_jaxpr``, under the device context the backends trace
+under), which runs the author's Python: a kernel may hang, abort or raise while it is
+traced. When a worker is given, the tracing happens there, so a hang becomes a
+``timeout`` finding and an abort a ``crash``; the run goes on. A raise is no finding of
+the static check: it could not judge that kernel, and says so ("static check skipped for
+<kernel>: tracing it raised ..."); the backends' searches trace the kernel themselves and
+report its exception, each judged there (the kernel's, or JAX's: ``attribution``). Without a
 worker (a spec built inside a function has no reference a worker could load) the same
 findings come from tracing in-process, where only exceptions can be caught.
 """
@@ -39,20 +42,24 @@ class StaticResult:
 
 
 def _static_issues(spec: KernelSpec, request: Mapping[str, Any]) -> list[Any]:
+    from pallas_verify.backends.interpreters import trace_context
     from pallas_verify.grid import check as gridcheck
     from pallas_verify.grid.tiling import tiling_issues
 
-    calls = gridcheck.grid_mappings(spec.kernel, request["inputs"], request["config"])
-    return [issue for call in calls for issue in gridcheck.check_call(call)] + tiling_issues(spec, calls)
+    with trace_context(spec.platforms):  # the device context the backends trace under
+        calls = gridcheck.grid_mappings(spec.kernel, request["inputs"], request["config"])
+        return [issue for call in calls for issue in gridcheck.check_call(call)] + tiling_issues(spec, calls)
 
 
 def _blame(spec: KernelSpec, request: Mapping[str, Any]) -> Any:
+    from pallas_verify.backends.interpreters import trace_context
     from pallas_verify.backends.wrap import kernel_under
     from pallas_verify.grid import blame
     from pallas_verify.grid import trace as gridtrace
 
     kernel = kernel_under(spec, request["transform"])
-    calls = gridtrace.grid_mappings(kernel, request["inputs"], request["config"])
+    with trace_context(spec.platforms):
+        calls = gridtrace.grid_mappings(kernel, request["inputs"], request["config"])
     return blame.blame_outputs(calls, request["masks"], request["errors"])
 
 
@@ -125,7 +132,12 @@ def start_static_check(spec: KernelSpec, config: Mapping[str, Any], inputs: Sequ
 
 
 def _static_result(spec: KernelSpec, config: Mapping[str, Any], answer: Any) -> StaticResult:
-    if isinstance(answer, Outcome):
+    if isinstance(answer, Outcome) and answer.error is not None:  # the check could not judge this kernel
+        first = (answer.error.message.strip().splitlines() or [""])[0][:200]
+        return StaticResult(findings=[], notes=[
+            f"static check skipped for {spec.name}: tracing it raised {answer.error.type}: {first}; the "
+            "backends' searches trace and run the kernel themselves and report what it does"])
+    if isinstance(answer, Outcome):  # the kernel's Python hung or aborted while traced: the kernel's
         return StaticResult(findings=[_failure(spec, config, answer)], notes=[])
     findings = [Finding(kind=i.kind, kernel=spec.name, backend="static", message=i.message, config=dict(config),
                         evidence={"call": i.call, "operand": i.operand, "block": i.block, "grid_points": i.grid_points})

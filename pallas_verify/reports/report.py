@@ -45,6 +45,8 @@ class BackendResult:
       seconds: wall time of the kernel's search.
       transform: None for the bare kernel, else the transform.
       node: where it ran (campaigns: the executor's node names, comma-separated).
+      note: how the search ended when not by its budget (e.g. "stopped early: all 3
+        examples run failed with the same signature ..."), else "".
     """
 
     kernel: str
@@ -56,12 +58,14 @@ class BackendResult:
     transform: str | None = None
     node: str = ""
     shrink_steps: int = 0
+    note: str = ""
 
     @property
     def effort(self) -> str:
         """``"5 examples + 12 shrink steps, 3.1 s"``: what the search spent."""
         shrink = f" + {self.shrink_steps} shrink steps" if self.shrink_steps else ""
-        return f"{self.examples} examples{shrink}, {self.seconds:.1f} s"
+        note = f"; {self.note}" if self.note else ""
+        return f"{self.examples} examples{shrink}, {self.seconds:.1f} s{note}"
 
     @property
     def reasons(self) -> tuple[str, ...]:

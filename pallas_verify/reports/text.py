@@ -13,7 +13,8 @@ from pallas_verify.reports.matrix import matrix_lines, reason_lines, tally
 from pallas_verify.reports.report import BackendResult, Report, cell_key, jsonable
 from pallas_verify.reports.tables import FEATURE_LEGEND, NO_FEATURE, feature_rows
 
-__all__ = ["cell_findings", "cell_line", "feature_lines", "finding_text", "findings_text", "print_matrix", "print_summary", "reproduce_command"]
+__all__ = ["cell_findings", "cell_line", "feature_lines", "finding_text", "findings_text", "print_matrix", "print_summary",
+           "reproduce_command", "upstream_lines"]
 
 
 def cell_findings(report: Report, result: BackendResult) -> list[Finding]:
@@ -68,6 +69,18 @@ def _evidence_lines(evidence: Mapping[str, Any], message: str) -> list[str]:
     return lines
 
 
+def upstream_lines(kernel: Mapping[str, Any]) -> list[str]:
+    """A kernel's upstream limitations (JAX's failures, not findings), two lines each."""
+    lines = []
+    for u in kernel.get("upstream", ()):
+        under = f" (under {u['transform']})" if u.get("transform") else ""
+        lines.append(f"upstream limitation on {u['backend']}{under}: {u['error']} raised at {u['frame']}; "
+                     f"{u['clean_on']} runs the same example clean (config {u['config']})")
+        repro = f"python {u['reproducer']}" if u.get("reproducer") else u.get("reproducer_missing", "none")
+        lines.append(f"  plain-jax reproducer to report to JAX: {repro}")
+    return lines
+
+
 def findings_text(findings: Sequence[Finding]) -> str:
     """Several findings as terminal blocks separated by blank lines."""
     return "\n\n".join(finding_text(f) for f in findings)
@@ -88,6 +101,8 @@ def print_summary(report: Report, file: TextIO | None = None) -> None:
         print(f"{kernel['name']}", file=file)
         for note in kernel.get("static_skipped", ()):
             print(f"  note: {note}", file=file)
+        for line in upstream_lines(kernel):
+            print(f"  {line}", file=file)
         for r in (r for r in report.results if r.kernel == kernel["name"]):
             print(f"  {cell_line(r)}", file=file)
     _print_tail(report, file)
@@ -116,6 +131,7 @@ def print_matrix(report: Report, file: TextIO | None = None) -> None:
         print("\n" + "\n".join(features), file=file)
     reasons = reason_lines(report)
     reasons += [f"note  {k['name']}: {note}" for k in report.kernels for note in k.get("static_skipped", ())]
+    reasons += [f"{k['name']}: {line}" for k in report.kernels for line in upstream_lines(k)]
     if reasons:
         print("\n" + "\n".join(reasons), file=file)
     _print_tail(report, file, cells=f" ({tally(report.results)})")

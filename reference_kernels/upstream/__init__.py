@@ -1,6 +1,10 @@
-"""KernelSpecs wrapping the Pallas kernels shipped in ``jax.experimental.pallas.ops``.
+"""KernelSpecs of kernels nobody here wrote: wrappers of the Pallas kernels shipped in
+``jax.experimental.pallas.ops`` (``MODULES``), and kernels adapted from jax's own test
+suite, ``tests/pallas`` (``JAX_TESTS_MODULES``: features the catalog lacks, each drawing
+the edges its kernel handles).
 
-``upstream()`` imports the wrapper modules lazily (they import jax and the ops).
+``upstream()`` imports both lazily (they import jax and the ops); the conformance run
+takes every one of them.
 """
 
 from __future__ import annotations
@@ -10,12 +14,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pallas_verify as pv
 
-__all__ = ["MODULES", "NOT_WRAPPED", "upstream"]
+__all__ = ["JAX_TESTS_MODULES", "MODULES", "NOT_WRAPPED", "jax_tests", "shipped", "upstream"]
 
 MODULES: tuple[str, ...] = (
     "tpu_ops", "tpu_splash", "tpu_ragged", "tpu_prng", "tpu_collective", "gpu_ops", "gpu_decode",
     "gpu_mgpu",
 )
+#: Kernels adapted from jax's tests/pallas (spec names ``jaxtests_*``).
+JAX_TESTS_MODULES: tuple[str, ...] = ("tests_tpu_pipeline", "tests_tpu_dma", "tests_tpu_ops", "tests_gpu")
 
 _SM_COUNT = ("reads the SM count from the device (`core_count`), which CPU devices lack: "
              "AttributeError before any kernel runs (jax 0.12.0.1)")
@@ -39,8 +45,22 @@ NOT_WRAPPED: dict[str, str] = {
 }
 
 
+def shipped() -> list[pv.KernelSpec]:
+    """Every wrapper of a kernel shipped in jax, TPU kernels first."""
+    return _specs(MODULES)
+
+
+def jax_tests() -> list[pv.KernelSpec]:
+    """Every kernel adapted from jax's tests/pallas, TPU kernels first."""
+    return _specs(JAX_TESTS_MODULES)
+
+
 def upstream() -> list[pv.KernelSpec]:
-    """Every upstream wrapper KernelSpec, TPU kernels first."""
+    """The shipped kernels' wrappers, then the kernels adapted from jax's tests."""
+    return [*shipped(), *jax_tests()]
+
+
+def _specs(modules: tuple[str, ...]) -> list[pv.KernelSpec]:
     from reference_kernels import specs_of
 
-    return [spec for name in MODULES for spec in specs_of(f"{__name__}.{name}")]
+    return [spec for name in modules for spec in specs_of(f"{__name__}.{name}")]

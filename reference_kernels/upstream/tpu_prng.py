@@ -3,12 +3,13 @@
 on shapes of rank 0 to 3 whose last two dims are ragged against the kernels' fixed
 (256, 256) block, so the padded path (a larger grid, then a slice) runs too.
 
-Known upstream bug (jax 0.12.0.1, both kernels): for rank >= 3 shapes whose last two
-dims differ, ``prng_utils.blocked_iota`` takes the in-block row stride from the wrong
-dim of the total shape (``total_shape[1]`` for a rank-2 block of a rank-3 shape), so
-counters collide across blocks: for (1, 256, 512) only 65792 of 131072 outputs are
-distinct. The specs draw rank-3 shapes with equal last dims only (where the stride is
-right by accident); ``tests/catalog/test_upstream_prng.py`` pins the bug.
+Known upstream bug (jax 0.12.0.1, both kernels): ``prng_utils.blocked_iota`` takes the
+in-block row stride from ``total_shape[1]`` instead of ``total_shape[-1]``, so counters
+collide whenever ``shape[1] != shape[-1]`` (rank >= 3): for (1, 256, 512) only 65792 of
+131072 outputs are distinct, for (1, 2, 256, 256), whose last dims are equal, 1532. The
+specs draw rank-3 shapes with equal last dims only (where ``shape[1] == shape[-1]``, so
+the stride is right by accident); ``tests/catalog/test_upstream_prng.py`` pins the bug,
+and docs/upstream-findings.md has the report and the one-line fix.
 
 References, independent of the kernels:
 - threefry: ``jax.random.bits`` with the stock (XLA) ``threefry2x32`` implementation and

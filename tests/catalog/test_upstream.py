@@ -1,6 +1,7 @@
 """The upstream wrappers: each kernel shipped in jax matches its reference on every
 interpreter of its platforms, and the interpreters declared unsupported really fail with
-the error the declared reason names."""
+the error the declared reason names. (The kernels adapted from jax's tests are checked
+through verify in test_jax_tests.py.)"""
 
 from __future__ import annotations
 
@@ -19,9 +20,9 @@ from catalog_interpreters import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reference_kernels.upstream import upstream
+from reference_kernels.upstream import shipped
 
-SPECS = upstream()
+SPECS = shipped()
 
 
 def _cases(*, supported: bool) -> list:

@@ -134,7 +134,7 @@ RAISES = textwrap.dedent('''
 
 
 @pytest.mark.slow
-def test_examples_and_shrink_steps_are_counted_apart_and_a_hopeless_shrink_stops_early(tmp_path):
+def test_examples_and_shrink_steps_are_counted_apart_and_a_search_failing_one_way_stops_early(tmp_path):
     (tmp_path / "raises.py").write_text(RAISES)
     run = cli("verify", "raises.py::spec", "--backends", "interpret", "--max-examples", "5", "--seed", "1",
               "--json", "r.json", "--out", "out", cwd=tmp_path)
@@ -142,9 +142,13 @@ def test_examples_and_shrink_steps_are_counted_apart_and_a_hopeless_shrink_stops
     report = json.loads((tmp_path / "r.json").read_text())
     cell = report["kernels"][0]["results"]["interpret"]
     assert cell["status"] == "fail" and 1 <= cell["examples"] <= 5
-    assert 0 < cell["shrink_steps"] <= 60, cell
-    assert f"{cell['examples']} examples + {cell['shrink_steps']} shrink steps" in run.stdout
+    # Every example raised the same error: the search stopped after three, and the cell says so.
+    assert cell["examples"] + cell["shrink_steps"] == 3, cell
+    assert cell["note"].startswith("stopped early: all 3 examples run failed with the same signature (exception")
+    shrink = f" + {cell['shrink_steps']} shrink steps" if cell["shrink_steps"] else ""
+    assert f"{cell['examples']} examples{shrink}, " in run.stdout
+    assert "stopped early: all 3 examples" in run.stdout
     [finding] = report["findings"]
     assert finding["kind"] == "exception" and "cannot run the kernel" in finding["message"]
-    assert "failed the same way at the same config" in finding["evidence"]["shrink_stopped"]
+    assert finding["evidence"]["shrink_stopped"] == cell["note"]
     assert finding["config"] == {"block": 8}  # the minimal config Hypothesis reached, which did fail

@@ -1,0 +1,164 @@
+"""Whose fault a failed run is: the one rule that names an interpreter's exception JAX's.
+
+An exception a backend raises while running an example is an *upstream limitation*
+(the cell is ``n/a`` with the reason, not a finding) when all four hold:
+
+1. the backend is one of JAX's interpreters (a backend that executes), and the error is
+   an exception (not a crash or a hang): a compiler's refusal is the kernel's
+   ``compile_error``, since the chip cannot take the kernel;
+2. the error is no signal of the sanitizer itself (a race, an out-of-bounds access, an
+   uninitialized read, a revisit, a deadlock, a semaphore left or waited wrongly): those
+   are what the interpreters exist to catch, and always stay findings;
+3. the raising frame and every caller up to Pallas's machinery that runs the kernel are
+   JAX's (``_jax_compat.upstream_frame``): no line of the kernel, of its index maps or
+   of its reference is on the way, so nothing the kernel did raised it; and
+4. another interpreter runs the very same example (config, inputs, transform), in its
+   sanitizing mode (``witness_mode``: races detected, out-of-bounds reads raised, NaN
+   fill, one core), and judges it clean against the reference. When none does, the
+   error stays the kernel's ``exception`` finding, so an upstream-looking error can
+   never hide a kernel bug. (The witness's own search judges every example it draws with
+   its metamorphic reruns too; a witness run skips them.)
+
+Each such limitation is recorded once per kernel and backend (``Upstream``), with the
+upstream error, its frame, the backend that ran the example clean, and a standalone
+reproducer in plain jax (``reports.upstream``).
+
+What the rule cannot decide stays in ``_jax_compat``'s table (``LIMITATIONS``), which
+is consulted first: an upstream failure that no interpreter runs clean (semaphores
+returned from a pallas_call, jax's ragged paged attention), and one whose text is a
+sanitizer signal (TPU interpret mode's revisit check, which ignores a BlockSpec's
+``RevisitMode.ANY``). docs/spec.md lists them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pallas_verify import _jax_compat
+from pallas_verify.case import Case, ErrorInfo, Outcome
+
+__all__ = ["SANITIZER_KINDS", "Upstream", "attribute", "sanitizer_signal", "upstream_frame", "witness_mode",
+           "witnesses"]
+
+#: Finding kinds the interpreters' own checks raise: never attributed upstream.
+SANITIZER_KINDS = frozenset({"race", "out_of_bounds", "uninitialized_read", "revisit", "deadlock",
+                             "semaphore_leak", "dma_ordering"})
+# Sanitizer texts error_kind does not name: a read of uninitialized memory, a semaphore
+# signalled, waited or left wrongly (TPU and GPU interpret modes).
+_SANITIZER_TEXT = (
+    (re.compile(r"uninitiali[sz]ed (read|memory|value)", re.IGNORECASE), "uninitialized_read"),
+    (re.compile(r"semaphore .*(non-zero|negative|overflow|count)|(signal|wait).* semaphore", re.IGNORECASE),
+     "semaphore_leak"),
+)
+
+
+def sanitizer_signal(error: ErrorInfo) -> str | None:
+    """The sanitizer finding kind ``error`` is a signal of, or None."""
+    text = f"{error.type}: {error.message}"
+    kind = _jax_compat.error_kind(text)
+    if kind is not None:
+        return kind
+    return next((kind for pattern, kind in _SANITIZER_TEXT if pattern.search(text)), None)
+
+
+def upstream_frame(error: ErrorInfo | None) -> Any:
+    """The JAX frame that raised ``error`` when rules 2 and 3 of the module docstring hold
+    (JAX's code alone from the raise to the machinery running the kernel), else None."""
+    if error is None or sanitizer_signal(error) is not None:
+        return None
+    return _jax_compat.upstream_frame(error.traceback)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Upstream:
+    """An upstream limitation met by one kernel on one backend (the first example).
+
+    Attributes:
+      kernel, backend, transform: where it showed.
+      error: the upstream error, ``Type: first line of the message``.
+      frame: the JAX frame that raised it (``jax/_src/...py:LINE in FUNCTION``).
+      site: the kernel's line jax names as the failing operation's source, if any.
+      clean_on: the interpreter that ran the same example and judged it clean.
+      config, mode: the example's config and the failing backend's mode.
+      inputs: the example's inputs (not written to JSON; the reproducer's ``.npz``).
+      reproducer: the plain-jax reproducer script, once written.
+    """
+
+    kernel: str
+    backend: str
+    transform: str | None
+    error: str
+    frame: str
+    site: str | None
+    clean_on: str
+    config: Mapping[str, Any]
+    mode: Mapping[str, Any]
+    inputs: tuple[Any, ...] = ()
+    reproducer: str | None = None
+
+    @property
+    def reason(self) -> str:
+        """The n/a cell's reason."""
+        return (f"upstream limitation: {self.backend} fails inside JAX on this kernel ({self.error}, raised at "
+                f"{self.frame}, with no kernel code on the way), while {self.clean_on} runs the same example "
+                f"and judges it clean (reproduced on JAX {_jax_version()}; see the kernel's upstream list for a "
+                "plain-jax reproducer to report)")
+
+    def entry(self) -> dict[str, Any]:
+        """The report's JSON record (``kernels[i]["upstream"]``)."""
+        fields = ("backend", "transform", "error", "frame", "site", "clean_on", "config", "mode", "reproducer")
+        return {"jax_version": _jax_version(), **{f: getattr(self, f) for f in fields}}
+
+
+def witnesses(spec: Any, failing: str) -> list[Any]:
+    """The other interpreters that could run ``spec`` here: available, serving one of its
+    platforms, not declared unsupported by it, cheapest first."""
+    from pallas_verify.backends import registry
+
+    return [b for b in registry.all_backends().values()
+            if b.executes and b.name != failing and registry.skip_reason(spec, b) is None]
+
+
+def witness_mode(backend: str) -> dict[str, Any]:
+    """The mode a backend witnesses in (its ``witness_mode()``; ``{}`` when it has none)."""
+    from pallas_verify.backends import registry
+
+    return dict(getattr(registry.get(backend), "witness_mode", dict)())
+
+
+def attribute(case: Case, outcome: Outcome, *, clean: Callable[[Case], bool],
+              seen: dict[str, Upstream]) -> str | None:
+    """The n/a reason when ``outcome``'s error is an upstream limitation (module docstring),
+    else None. ``clean(case)`` runs a case on its backend and says whether it was judged
+    clean; the first limitation per backend is recorded in ``seen``."""
+    from pallas_verify.backends import registry
+
+    if not registry.get(case.backend).executes or outcome.crashed or outcome.timed_out:
+        return None
+    frame = upstream_frame(outcome.error)
+    if frame is None:
+        return None
+    for witness in witnesses(case.spec, case.backend):
+        if clean(dataclasses.replace(case, backend=witness.name, mode=witness_mode(witness.name))):
+            assert outcome.error is not None
+            site = _jax_compat.operation_site(outcome.error.traceback)
+            found = Upstream(kernel=case.spec.name, backend=case.backend, transform=case.transform,
+                             error=_first_line(outcome.error), frame=str(frame), site=None if site is None else str(site),
+                             clean_on=witness.name, config=dict(case.config), mode=dict(case.mode), inputs=case.inputs)
+            seen.setdefault(case.backend, found)  # once per kernel and backend
+            return found.reason
+    return None
+
+
+def _first_line(error: ErrorInfo) -> str:
+    line = (error.message.strip().splitlines() or [""])[0]
+    return f"{error.type}: {line[:240]}" if line else error.type
+
+
+def _jax_version() -> str:
+    import jax
+
+    return jax.__version__
