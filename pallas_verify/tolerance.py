@@ -1,16 +1,10 @@
 """The one comparison of outputs: the precision oracle, explicit tolerances, ULP, NaN/inf.
 
 By default a floating-point output is judged against a float64 ground truth (the
-reference evaluated in float64, ``reference.py``). A float32 or float64 output: the
-kernel's error must be at most ``ERROR_RATIO`` times the working-precision reference's own
-error, plus a floor of ``FLOOR_EPS`` epsilons of the output dtype times the output's
-largest magnitude; both errors are max norms over the whole output. A narrow float output
-(bf16, f16, fp8), whose rounding hides the reference's error: each element's error must be
-at most ``ERROR_RATIO`` times the reference's noise plus ``FLOOR_STEPS`` steps of the
-output dtype at the float64 value; the noise is the reference's largest error beyond its
-own rounding (its float32 shadow's error, or its own beyond half a step). README "How
-outputs are judged" gives the measurements behind the constants. When no ground truth
-could be had, the bound grows with the reduction depth of the reference (``FALLBACK_EPS``).
+reference evaluated in float64, ``reference.py``) by the rules of ``precision.py``: max
+norms for float32 and wider, per element in steps of the dtype for narrower floats. When
+no ground truth could be had, the bound grows with the reduction depth of the reference
+(``FALLBACK_EPS``).
 
 An explicit ``pv.Tolerance`` overrides both: then default tolerances per dtype follow (and are at least as careful as) the table that
 ``torch.testing.assert_close`` uses: floating point compares with
@@ -26,21 +20,13 @@ import dataclasses
 import ml_dtypes
 import numpy as np
 
+from pallas_verify import precision
+from pallas_verify.precision import ERROR_RATIO, FLOOR_EPS, FLOOR_STEPS, NARROW_RATIO
 from pallas_verify.spec import Tolerance
 
-__all__ = ["ERROR_RATIO", "FALLBACK_EPS", "FLOOR_EPS", "FLOOR_STEPS", "Comparison", "compare", "default_tolerance",
-           "ulp_distance"]
+__all__ = ["ERROR_RATIO", "FALLBACK_EPS", "FLOOR_EPS", "FLOOR_STEPS", "NARROW_RATIO", "Comparison", "compare",
+           "default_tolerance", "ulp_distance"]
 
-#: The kernel's error against the float64 ground truth may be this many times the
-#: working-precision reference's own error (measured: at most 2.06 on correct kernels).
-ERROR_RATIO = 4.0
-#: Plus this many epsilons of the output dtype times the output's largest magnitude.
-FLOOR_EPS = 2.0
-#: Outputs of floats narrower than 32 bits are judged per element: the kernel's error may
-#: be ERROR_RATIO times the reference's noise plus this many steps of the output dtype at
-#: the float64 value. A max-norm floor of two epsilons at the largest output would pass a
-#: bf16 accumulator at any depth, and in fp8 a kernel that zeroes every small element.
-FLOOR_STEPS = 2.0
 #: Without a ground truth: |kernel - reference| <= FALLBACK_EPS * eps * sqrt(depth) *
 #: max |reference| (plus the dtype's default tolerance), depth from the reference's jaxpr.
 FALLBACK_EPS = 4.0
@@ -128,9 +114,11 @@ class Comparison:
         value), "depth" (no ground truth: bound from the reduction depth), "tolerance" (an
         explicit ``pv.Tolerance``), "exact" (integers, bool).
       kernel_error, reference_error, bound: "ground truth": max |kernel - float64|, max
-        |reference - float64| and the allowed kernel error. "ground truth in steps": the
-        kernel's error and its bound in steps at the element most over (or nearest) its
-        bound, and the reference's noise (absolute). "depth": the largest bound. Else 0.
+        |reference - float64| and the allowed kernel error. "ground truth in steps": at the
+        element most over (or nearest) its bound, the kernel's error and its bound in steps,
+        and the reference's noise there (absolute). "depth": the largest bound. Else 0.
+      noise: "ground truth in steps": the reference's noise model (a, b), noise(x) = a +
+        b |x| (``precision.by_element``); else None.
       margin: the largest (error / allowed error) over the elements (above 1: bad).
       worst: index of the element with the largest margin, with (kernel, reference, float64
         or None) values there; None when nothing differs.
@@ -152,6 +140,7 @@ class Comparison:
     kernel_error: float = 0.0
     reference_error: float = 0.0
     bound: float = 0.0
+    noise: tuple[float, float] | None = None
     margin: float = 0.0
     worst: tuple[tuple[int, ...], tuple[float, float, float | None]] | None = None
     note: str | None = None
@@ -194,10 +183,12 @@ class Comparison:
                     f"(ratio {ratio_text}), bound {self.bound:.3g} = {ERROR_RATIO:g} x reference error + "
                     f"{FLOOR_EPS:g} eps x max|float64|{where}; ")
         if self.rule == "ground truth in steps":
-            return (f"kernel error {self.kernel_error:.3g} steps of {self.dtype} vs float64 (per element; a step: "
-                    f"the {self.dtype} spacing at the float64 value), bound there {self.bound:.3g} steps = "
-                    f"{ERROR_RATIO:g} x reference noise {self.reference_error:.3g} (its largest error beyond its own "
-                    f"rounding) + {FLOOR_STEPS:g} steps, kernel error / bound {self.margin:.3g}{where}; ")
+            a, b = self.noise or (0.0, 0.0)
+            return (f"kernel error {self.kernel_error:.3g} steps of {self.dtype} vs float64 (per element; a step: the "
+                    f"{self.dtype} spacing at the float64 value), bound there {self.bound:.3g} steps = "
+                    f"{NARROW_RATIO:g} x reference noise {self.reference_error:.3g} ({a:.3g} + {b:.3g} x |float64|: "
+                    f"its error beyond its own rounding) + {FLOOR_STEPS:g} steps, kernel error / bound "
+                    f"{self.margin:.3g}{where}; ")
         if self.rule == "depth":
             return (f"no float64 ground truth ({self.note}): |kernel - reference| bound {self.bound:.3g} from "
                     f"reduction depth{where}; ")
@@ -255,64 +246,20 @@ def compare(path: str, actual: np.ndarray, expected: np.ndarray, tolerance: Tole
 
 def _against_truth(a: np.ndarray, e: np.ndarray, t: np.ndarray, w: np.ndarray | None, special: np.ndarray,
                    dtype: np.dtype) -> tuple[np.ndarray, dict]:
-    """The precision oracle: per element for narrow floats (``_in_steps``), else max norms:
-    the kernel's error within ERROR_RATIO x the reference's + FLOOR_EPS eps at the largest
-    output."""
+    """The precision oracle (``precision.py``): per element for narrow floats, else max norms."""
     usable = ~special & np.isfinite(t)
-    if _narrow(dtype):
-        close, extra = _in_steps(a, e, t, w, usable, dtype)
+    if precision.is_narrow(dtype):
+        close, extra = precision.by_element(a, e, t, w, usable, dtype)
     else:
-        with np.errstate(invalid="ignore", over="ignore"):  # non-finite elements are masked out below
-            k_err = np.where(usable, np.abs(a - t), 0.0)
-            r_err = np.where(usable, np.abs(e - t), 0.0)
-        reference_error = float(r_err.max(initial=0.0))
-        floor = FLOOR_EPS * _eps(dtype) * float(np.abs(np.where(usable, t, 0.0)).max(initial=0.0))
-        bound = ERROR_RATIO * reference_error + floor
-        kernel_error = float(k_err.max(initial=0.0))
-        close = k_err <= bound
-        extra = {"rule": "ground truth", "kernel_error": kernel_error, "reference_error": reference_error,
-                 "bound": bound, "worst": _worst(k_err, a, e, t),
-                 "margin": kernel_error / bound if bound else float(kernel_error > 0) * np.inf}
+        close, extra = precision.by_norm(a, e, t, usable, dtype)
+    at = extra.pop("at")
+    extra["worst"] = None if at is None else (at, (float(a[at]), float(e[at]), float(t[at])))
     # Where the float64 truth itself is not finite (while both outputs are), it cannot judge
     # the element: the kernel is held to the reference by the dtype's table instead.
     tol = default_tolerance(dtype)
     with np.errstate(invalid="ignore", over="ignore"):
         by_table = np.abs(a - e) <= tol.atol + tol.rtol * np.abs(e)
     return np.where(usable, close, special | by_table), extra
-
-
-def _in_steps(a: np.ndarray, e: np.ndarray, t: np.ndarray, w: np.ndarray | None, usable: np.ndarray,
-              dtype: np.dtype) -> tuple[np.ndarray, dict]:
-    """Narrow float outputs, per element: |kernel - float64| <= ERROR_RATIO x noise +
-    FLOOR_STEPS steps of ``dtype`` at the float64 value. The noise is the reference's largest
-    error beyond its own rounding: its float32 shadow's error ``w`` (arithmetic the output's
-    rounding hides), or its own error beyond half a step (where it rounds inside)."""
-    step = _steps(dtype, np.where(usable, t, 1.0))
-    with np.errstate(invalid="ignore", over="ignore"):  # non-finite elements are masked out
-        k_err = np.where(usable, np.abs(a - t), 0.0)
-        beyond = np.where(usable, np.maximum(np.abs(e - t) - step / 2, 0.0), 0.0)
-        hidden = 0.0 if w is None else np.where(usable & np.isfinite(w), np.abs(w - t), 0.0)
-    noise = max(float(beyond.max(initial=0.0)), float(np.max(hidden, initial=0.0)))
-    bound = ERROR_RATIO * noise + FLOOR_STEPS * step
-    ratio = k_err / bound
-    at = np.unravel_index(int(np.argmax(ratio)), ratio.shape) if ratio.size else ()
-    return ratio <= 1, {"rule": "ground truth in steps", "reference_error": noise,
-                        "kernel_error": float(k_err[at] / step[at]) if ratio.size else 0.0,
-                        "bound": float(bound[at] / step[at]) if ratio.size else 0.0,
-                        "margin": float(ratio.max(initial=0.0)), "worst": _worst(ratio, a, e, t)}
-
-
-def _narrow(dtype: np.dtype) -> bool:
-    """Floats narrower than 32 bits (bf16, f16, fp8), whose rounding hides the reference's
-    error and whose epsilon is too coarse for a floor scaled by the largest output."""
-    return _is_float(dtype) and dtype.itemsize < 4 and dtype.name not in _ML_INTEGERS
-
-
-def _steps(dtype: np.dtype, t: np.ndarray) -> np.ndarray:
-    """The spacing of ``dtype`` at each float64 value of ``t`` (subnormal spacing near 0)."""
-    info = ml_dtypes.finfo(dtype)
-    exponent = np.floor(np.log2(np.maximum(np.abs(t), float(info.smallest_normal))))
-    return np.exp2(np.minimum(exponent, info.maxexp - 1)) * float(info.eps)
 
 
 def _by_depth(a: np.ndarray, e: np.ndarray, diff: np.ndarray, special: np.ndarray, dtype: np.dtype,

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from jax.experimental import pallas as pl
 
 import pallas_verify as pv
-from pallas_verify import reference, tolerance, transforms
+from pallas_verify import precision, reference, tolerance, transforms
 from pallas_verify.engine import verify
 from pallas_verify.runner import Runner
 from pallas_verify.tolerance import compare
@@ -122,7 +122,7 @@ def test_bf16_outputs_are_judged_per_element_so_a_bf16_accumulator_is_found(seed
     kernel, expected, truth, shadow = _bf16_matmul(256, seed, 2, BF16)
     judged = compare("out", kernel, expected, None, truth, shadow=shadow)
     assert not judged.ok and judged.rule == "ground truth in steps" and judged.margin > 10
-    assert f"steps of bfloat16 vs float64" in judged.describe()
+    assert "steps of bfloat16 vs float64" in judged.describe()
     # The max-norm rule's floor of 2 eps at the largest output would pass it.
     floor = tolerance.FLOOR_EPS * float(ml_dtypes.finfo(BF16).eps) * np.abs(truth).max()
     assert np.abs(kernel.astype(np.float64) - truth).max() < floor
@@ -157,14 +157,25 @@ def _cancelling(seed: int) -> tuple[np.ndarray, ...]:
 @pytest.mark.parametrize("seed", [0, 2, 6])
 def test_cancellation_next_to_large_terms_is_not_a_false_fail(seed):
     kernel, expected, truth, shadow = _cancelling(seed)
-    steps = tolerance._steps(np.dtype(BF16), truth)
+    steps = precision.steps(np.dtype(BF16), truth)
     k_steps = np.abs(kernel.astype(np.float64) - truth) / steps
     r_steps = np.abs(expected.astype(np.float64) - truth) / steps
     assert k_steps.max() > 100  # near-zero outputs: the float32 noise is many bf16 steps there...
     assert (k_steps > 4 * r_steps + 2).any()  # ...where the reference happens to be closer
     judged = compare("out", kernel, expected, None, truth, shadow=shadow)
     assert judged.ok and judged.margin <= 0.5, judged.describe()
-    assert judged.reference_error == np.abs(shadow - truth).max()  # the noise, measured by the shadow
+    absolute, _ = judged.noise  # the noise that cancellation leaves, an absolute part
+    assert 0 < absolute <= np.abs(shadow.astype(np.float64) - truth).max()
+
+
+def test_noise_relative_to_the_value_does_not_loosen_small_elements():
+    truth = np.exp(np.linspace(-40, 0, 2048))  # softmax-like: values over 17 orders of magnitude
+    shadow = truth * (1 + 1e-7 * np.random.default_rng(0).standard_normal(2048))  # float32-level noise
+    kernel = (truth * 1.02).astype(BF16)  # 2%: three to five bf16 steps everywhere
+    judged = compare("out", kernel, shadow.astype(BF16), None, truth, shadow=shadow)
+    absolute, relative = judged.noise
+    assert absolute < 1e-15 and 0 < relative < 1e-6  # the largest elements' noise stays relative
+    assert not judged.ok and judged.bad.mean() > 0.5
 
 
 def test_the_shadow_measures_noise_that_the_reference_rounding_hides():
