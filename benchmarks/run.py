@@ -34,6 +34,8 @@ class Scale:
       grid_points: grid sizes of the cost series.
       deadlock_mutants: which deadlocking mutants the deadlock section times (empty: all).
       cluster_units, night_budget_s: fuzz slices timed per executor; budget of each night.
+      precision_examples, precision_only: examples per correct kernel and dtype (the
+        mutants run one more); which subjects and mutants (names containing one; empty: all).
     """
 
     overhead_examples: int
@@ -50,6 +52,8 @@ class Scale:
     deadlock_mutants: tuple[str, ...] = ()
     cluster_units: int = 12
     night_budget_s: float = 120.0
+    precision_examples: int = 2
+    precision_only: tuple[str, ...] = ()
 
 
 SCALES: dict[str, Scale] = {
@@ -60,7 +64,8 @@ SCALES: dict[str, Scale] = {
                   metamorphic_examples=1, budget_s=8.0, case_timeout_s=5.0,
                   mutants=("rotated_index_map", "read_before_wait"), scaling_examples=1, scaling_specs=1,
                   grid_points=(1, 2), deadlock_mutants=("deadlock_semaphore",), cluster_units=6,
-                  night_budget_s=120.0),
+                  night_budget_s=120.0, precision_examples=1,
+                  precision_only=("matmul_bf16", "tiled_matmul_bfloat16_out", "bf16_acc_bf16_out")),
 }
 
 
@@ -101,6 +106,13 @@ def _cost(scale: Scale) -> dict[str, Any]:
     return cost(grid_points=scale.grid_points)
 
 
+def _precision(scale: Scale) -> dict[str, Any]:
+    from benchmarks.precision import precision
+
+    return precision(examples=scale.precision_examples, mutant_examples=scale.precision_examples + 1,
+                     only=scale.precision_only)
+
+
 def _cluster(scale: Scale) -> dict[str, Any]:
     from benchmarks.cluster import cluster
 
@@ -117,6 +129,7 @@ SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] =
     "deadlock": (_deadlock, ("deadlock_report_s",)),
     "scaling": (_scaling, ("examples_per_s",)),
     "cost": (_cost, ("recommended_max_grid_points",)),
+    "precision": (_precision, ("correct_margin", "mutant_ratio")),
     "cluster": (_cluster, ("ray_overhead_ratio", "night1_find_s", "night2_refind_s")),
 }
 
