@@ -380,3 +380,28 @@ def test_extreme_values_judge_without_warnings_and_a_non_finite_truth_falls_back
         off = compare("out", np.array([big, np.float32(1e30), 1.0, 2.0], np.float32), expected, None, truth)
     assert same.ok
     assert not off.ok and off.bad.tolist() == [False, True, False, False]
+
+
+def test_vmap_ground_truth_stacks_the_float32_shadows_of_narrow_outputs():
+    spec = pv.KernelSpec(name="third", kernel=lambda x: x, reference=lambda x: (x / 3).astype(jnp.bfloat16),
+                         configs=st.just({}), inputs=_inputs)
+    batch = np.linspace(-1, 1, 3 * 128).reshape(3, 128).astype(np.float32)
+    truth = transforms.ground_truth(spec, {}, (batch,), "vmap")
+    [shadow] = truth.shadow
+    assert shadow.shape == (3, 128) and shadow.dtype == np.float32
+    np.testing.assert_allclose(shadow, batch / np.float32(3), rtol=1e-6)  # float32, not rounded to bf16
+    assert transforms._example(truth, 1).shadow[0].shape == (128,)
+
+
+def test_a_kernel_that_returns_nan_is_reported_by_its_nan_count_not_an_error_of_zero():
+    def nan_kernel(x):
+        return pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...] * jnp.nan),
+                              out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+    spec = pv.KernelSpec(name="nan_out", kernel=nan_kernel, reference=lambda x: x * 2.0, configs=st.just({}),
+                         inputs=_inputs)
+    report = verify(spec, ["interpret"], max_examples=1, isolate="never", static=False, shrink_budget_s=0.0)
+    [finding] = report.findings
+    assert finding.kind == "mismatch"
+    assert "128/128 bad (100%), 128 of 128 elements NaN where float64 is finite" in finding.message
+    assert "kernel error" not in finding.message and "max abs" not in finding.message
