@@ -89,7 +89,7 @@ def _precision(precision: dict[str, Any]) -> list[str]:
             for name, m in per.items()]
     subjects = sorted(precision.get("per_subject", {}).items(), key=lambda item: -item[1]["margin"])[:5]
     rows += [(name, "/".join(c["dtypes"]), f"{c['margin']:.3g}", "correct (largest margins)") for name, c in subjects]
-    return _rows(("precision subject", "dtype", "error / bound", "per example"), rows) if rows else []
+    return _rows(("precision subject", "dtype", "error / bound", "per example and backend"), rows) if rows else []
 
 
 def render(results: dict[str, Any]) -> str:
