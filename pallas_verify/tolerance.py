@@ -282,24 +282,29 @@ def _margin(err: np.ndarray, allowed: np.ndarray, special: np.ndarray) -> float:
     return float(ratio.max(initial=0.0))
 
 
+_CLASSES = ("finite", "NaN", "inf", "-inf")
+
+
 def _classes(x: np.ndarray) -> np.ndarray:
-    return np.where(np.isnan(x), "NaN", np.where(np.isposinf(x), "inf", np.where(np.isneginf(x), "-inf", "finite")))
+    """Index into _CLASSES of each element."""
+    return np.where(np.isnan(x), 1, np.where(np.isposinf(x), 2, np.where(np.isneginf(x), 3, 0)))
 
 
 def _nonfinite(a: np.ndarray, e: np.ndarray, t: np.ndarray | None, size: int) -> tuple[str, ...]:
     """Phrases counting the NaN/inf disagreements of (kernel, reference) pairs, most
-    frequent first; the float64 truth is named where it agrees with the reference."""
+    frequent first (then in order of appearance); the float64 truth is named where it
+    agrees with the reference."""
     if not a.size:
         return ()
     kernel, reference = _classes(a), _classes(e)
-    truth = None if t is None else _classes(t)
-    pairs: dict[tuple[str, str], list[int]] = {}
-    for i, pair in enumerate(zip(kernel.tolist(), reference.tolist(), strict=True)):
-        pairs.setdefault(pair, []).append(i)
+    pairs, first, counts = np.unique(kernel * 4 + reference, return_index=True, return_counts=True)
     phrases = []
-    for (k, r), where in sorted(pairs.items(), key=lambda item: -len(item[1])):
-        who = "float64" if truth is not None and all(truth[i] == r for i in where) else "the reference"
-        phrases.append(f"{len(where)} of {_elements(size)} {k} where {who} is {r}")
+    order = sorted(zip(pairs.tolist(), counts.tolist(), first.tolist(), strict=True), key=lambda p: (-p[1], p[2]))
+    for pair, count, _ in order:
+        k, r = divmod(pair, 4)
+        group = kernel * 4 + reference == pair
+        who = "float64" if t is not None and bool(np.all(_classes(t[group]) == r)) else "the reference"
+        phrases.append(f"{count} of {_elements(size)} {_CLASSES[k]} where {who} is {_CLASSES[r]}")
     return tuple(phrases)
 
 
