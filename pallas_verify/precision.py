@@ -36,7 +36,7 @@ ERROR_RATIO = 4.0
 #: Plus this many epsilons of the output dtype times the output's largest magnitude.
 FLOOR_EPS = 2.0
 #: Narrow floats: the kernel's error at an element may be this many times the reference's
-#: noise there (measured: at most 3.3, upstream paged attention in f16, whose kernel
+#: noise there (measured: at most 3.2, upstream paged attention in f16, whose kernel
 #: rounds at the output's precision five times where its reference rounds once)...
 NARROW_RATIO = 8.0
 #: ...plus this many steps of the output dtype at the float64 value: the final rounding's
