@@ -36,6 +36,8 @@ class Scale:
       cluster_units, night_budget_s: fuzz slices timed per executor; budget of each night.
       clean_examples, clean_specs: examples per correct kernel and backend of the clean-pass
         section; how many of its kernels (0: all).
+      precision_examples, precision_only: examples per correct kernel and dtype (the
+        mutants run one more); which subjects and mutants (names containing one; empty: all).
     """
 
     overhead_examples: int
@@ -54,6 +56,8 @@ class Scale:
     night_budget_s: float = 120.0
     clean_examples: int = 5
     clean_specs: int = 0
+    precision_examples: int = 2
+    precision_only: tuple[str, ...] = ()
 
 
 SCALES: dict[str, Scale] = {
@@ -64,7 +68,8 @@ SCALES: dict[str, Scale] = {
                   metamorphic_examples=1, budget_s=8.0, case_timeout_s=5.0,
                   mutants=("rotated_index_map", "read_before_wait"), scaling_examples=1, scaling_specs=1,
                   grid_points=(1, 2), deadlock_mutants=("deadlock_semaphore",), cluster_units=6,
-                  night_budget_s=120.0, clean_examples=2, clean_specs=2),
+                  night_budget_s=120.0, clean_examples=2, clean_specs=2, precision_examples=1,
+                  precision_only=("matmul_bf16", "tiled_matmul_bfloat16_out", "bf16_acc_bf16_out")),
 }
 
 
@@ -111,6 +116,13 @@ def _clean_pass(scale: Scale) -> dict[str, Any]:
     return clean_pass(examples=scale.clean_examples, specs=(CATALOG + UPSTREAM)[: scale.clean_specs or None])
 
 
+def _precision(scale: Scale) -> dict[str, Any]:
+    from benchmarks.precision import precision
+
+    return precision(examples=scale.precision_examples, mutant_examples=scale.precision_examples + 1,
+                     only=scale.precision_only)
+
+
 def _cluster(scale: Scale) -> dict[str, Any]:
     from benchmarks.cluster import cluster
 
@@ -128,6 +140,7 @@ SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] =
     "scaling": (_scaling, ("examples_per_s",)),
     "cost": (_cost, ("recommended_max_grid_points",)),
     "clean_pass": (_clean_pass, ("clean_pass_ratio_interpret", "clean_pass_ratio_tpu_interpret")),
+    "precision": (_precision, ("correct_margin", "mutant_ratio")),
     "cluster": (_cluster, ("ray_overhead_ratio", "night1_find_s", "night2_refind_s")),
 }
 

@@ -23,6 +23,8 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
     ("deadlock_report_s", "seconds from search start to a deadlock finding (worst)", "<= 20"),
     ("scaling_speedup", "xdist speed-up, 2 workers over 1", ""),
     ("recommended_max_grid_points", "recommended max_grid_points", ""),
+    ("correct_margin", "precision: correct kernels' largest kernel error / bound (bf16, f16)", "<= 0.5"),
+    ("mutant_ratio", "precision: mutants' smallest kernel error / bound", ">= 2"),
     ("ray_overhead_ratio", "Ray executor / local executor, equal parallelism", "<= 1.15"),
     ("night1_find_s", "night 1: seconds to find the planted bug", ""),
     ("night2_refind_s", "night 2: seconds to re-find it from the shared Redis database", ""),
@@ -83,6 +85,15 @@ def _costs(cost: dict[str, Any]) -> list[str]:
     return _rows(("backend", "cold run (s)", "warm run"), rows)
 
 
+def _precision(precision: dict[str, Any]) -> list[str]:
+    per = precision.get("per_mutant", {})
+    rows = [(name, m["dtype"], f"{m['mildest']:.3g}", " ".join(f"{x:.3g}" for x in m["margins"]))
+            for name, m in per.items()]
+    subjects = sorted(precision.get("per_subject", {}).items(), key=lambda item: -item[1]["margin"])[:5]
+    rows += [(name, "/".join(c["dtypes"]), f"{c['margin']:.3g}", "correct (largest margins)") for name, c in subjects]
+    return _rows(("precision subject", "dtype", "error / bound", "per example and backend"), rows) if rows else []
+
+
 def render(results: dict[str, Any]) -> str:
     """Headline figures with their targets, then per-mutant times and per-backend costs."""
     m = results.get("machine", {})
@@ -91,7 +102,7 @@ def render(results: dict[str, Any]) -> str:
     lines += _rows(("figure", "value", "target"),
                    [(label, _fmt(results.get(key)), target) for key, label, target in HEADLINES if key in results])
     for block in (_mutants(results.get("detection", {})), _deadlocks(results.get("deadlock", {})),
-                  _costs(results.get("cost", {}))):
+                  _costs(results.get("cost", {})), _precision(results.get("precision", {}))):
         if block:
             lines += ["", *block]
     return "\n".join(lines)

@@ -9,6 +9,12 @@ constants upcast, and every float dtype an operation names (``astype``,
 their dtypes. x64 is enabled only around that evaluation (a thread-local context), never
 around the kernel's run.
 
+For outputs of a float narrower than 32 bits (bf16, f16, fp8) a second evaluation runs in
+the same compiled function: the reference with every such narrow float value carried in
+float32 instead (``Truth.shadow``). Its distance to the ground truth is the reference's
+arithmetic noise at full resolution, which the output's own rounding hides
+(``tolerance.compare`` judges narrow outputs with it).
+
 When no ground truth can be had (the reference rounds with ``reduce_precision``, uses an
 operation the evaluation cannot lift, or raises in float64), ``Truth.outputs`` is None and
 ``Truth.reason`` says why; ``Truth.depth`` is then the reduction depth visible in the
@@ -52,11 +58,15 @@ class Truth:
       reason: why there is no ground truth (None when there is one).
       depth: the largest number of terms rounded into one output element, as the
         reference's jaxpr shows it (dot contractions, sums, scans); 1 when none.
+      shadow: per output, the reference evaluated with every float narrower than 32 bits
+        carried in float32 (a float32 array) where the output is such a narrow float, else
+        None; None when there is no ground truth.
     """
 
     outputs: list[np.ndarray] | None
     reason: str | None = None
     depth: int = 1
+    shadow: list[np.ndarray | None] | None = None
 
 
 # --- working precision --------------------------------------------------------------
@@ -94,52 +104,64 @@ def _is_float(dtype: Any) -> bool:
         return False
 
 
-def _lift_value(x: Any) -> Any:
+def _narrow(dtype: Any) -> bool:
+    return _is_float(dtype) and np.dtype(dtype).itemsize < 4
+
+
+def _target(dtype: Any, to: Any) -> Any:
+    """The dtype a value of ``dtype`` is carried in: float64 lifts every float, float32
+    only the floats narrower than 32 bits; anything else keeps its dtype."""
+    if to == np.float64:
+        return np.dtype(np.float64) if _is_float(dtype) else dtype
+    return np.dtype(np.float32) if _narrow(dtype) else dtype
+
+
+def _lift_value(x: Any, to: Any = np.float64) -> Any:
     dtype = getattr(x, "dtype", None)
     if dtype is None:
         return x
-    return x.astype(np.float64) if _is_float(dtype) else x
+    target = _target(dtype, to)
+    return x if target == dtype else x.astype(target)
 
 
-def _lift_params(params: Mapping[str, Any]) -> dict[str, Any]:
+def _lift_params(params: Mapping[str, Any], to: Any) -> dict[str, Any]:
     lifted = {}
     for key, value in params.items():
         if isinstance(value, np.dtype) and _is_float(value):
-            value = np.dtype(np.float64)
+            value = _target(value, to)
         lifted[key] = value
     return lifted
 
 
-def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any]) -> list[Any]:
-    """Evaluate ``jaxpr`` with every floating-point value carried in float64."""
+def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], to: Any = np.float64) -> list[Any]:
+    """Evaluate ``jaxpr`` with floating-point values carried in ``to`` (``_target``)."""
     return _jax_compat.evaluate(
-        jaxpr, [_lift_value(c) for c in consts], args, _apply,
-        literal=lambda v: _lift_value(np.asarray(v.val, dtype=v.aval.dtype)),
+        jaxpr, [_lift_value(c, to) for c in consts], args, functools.partial(_apply, to=to),
+        literal=lambda v: _lift_value(np.asarray(v.val, dtype=v.aval.dtype), to),
     )
 
 
-def _apply(eqn: Any, invals: list[Any]) -> list[Any]:
+def _apply(eqn: Any, invals: list[Any], *, to: Any) -> list[Any]:
     name = eqn.primitive.name
     if name == "reduce_precision":
         raise NoGroundTruth("the reference rounds to a fixed precision with lax.reduce_precision")
     body = _jax_compat.call_body(eqn)
     if body is not None:
-        return _evaluate(*body, invals)
-    return _jax_compat.bind(eqn, invals, _lift_params(_lift_bodies(name, eqn.params)))
+        return _evaluate(*body, invals, to=to)
+    return _jax_compat.bind(eqn, invals, _lift_params(_lift_bodies(name, eqn.params, to), to))
 
 
-def _lift_jaxpr(inner: Any) -> Any:
-    """A closed jaxpr param with its inputs, outputs and body carried in float64."""
+def _lift_jaxpr(inner: Any, to: Any) -> Any:
+    """A closed jaxpr param with its inputs, outputs and body carried in ``to``."""
     import jax
 
     if not hasattr(inner, "consts"):
         raise NoGroundTruth("the reference uses a primitive with an open jaxpr body")
-    avals = [jax.ShapeDtypeStruct(v.aval.shape, np.float64 if _is_float(v.aval.dtype) else v.aval.dtype)
-             for v in inner.jaxpr.invars]
-    return jax.make_jaxpr(lambda *xs: _evaluate(inner.jaxpr, inner.consts, xs))(*avals)
+    avals = [jax.ShapeDtypeStruct(v.aval.shape, _target(v.aval.dtype, to)) for v in inner.jaxpr.invars]
+    return jax.make_jaxpr(lambda *xs: _evaluate(inner.jaxpr, inner.consts, xs, to))(*avals)
 
 
-def _lift_bodies(name: str, params: Mapping[str, Any]) -> dict[str, Any]:
+def _lift_bodies(name: str, params: Mapping[str, Any], to: Any) -> dict[str, Any]:
     """``params`` with every jaxpr-valued entry (scan/while body, cond branches) lifted."""
     from jax.extend.core import jaxprs_in_params
 
@@ -150,9 +172,9 @@ def _lift_bodies(name: str, params: Mapping[str, Any]) -> dict[str, Any]:
     lifted = {}
     for key, value in params.items():
         if hasattr(value, "jaxpr") and hasattr(value, "consts"):
-            value = _lift_jaxpr(value)
+            value = _lift_jaxpr(value, to)
         elif isinstance(value, tuple) and value and all(hasattr(v, "consts") for v in value):
-            value = tuple(_lift_jaxpr(v) for v in value)
+            value = tuple(_lift_jaxpr(v, to) for v in value)
         elif list(jaxprs_in_params({key: value})):
             raise NoGroundTruth(f"the reference uses {name}, whose body cannot be evaluated in float64")
         lifted[key] = value
@@ -186,10 +208,12 @@ def reduction_depth(jaxpr: Any) -> int:
 
 @functools.lru_cache(maxsize=256)
 def _lifted(fn: Callable[..., Any], avals: tuple[tuple[tuple[int, ...], str], ...]) -> tuple[Any, int, str | None]:
-    """(compiled float64 evaluation or None, reduction depth, why not) of ``fn`` at ``avals``.
+    """(compiled evaluation or None, reduction depth, why not) of ``fn`` at ``avals``.
 
-    Traced at working precision, then lifted and compiled under x64; a failure is kept in
-    the cache like a success, so a spec without a ground truth pays for it once.
+    Traced at working precision, then lifted and compiled under x64; the compiled function
+    takes the float64 inputs and returns (float64 outputs, float32 shadows of the narrow
+    float outputs). A failure is kept in the cache like a success, so a spec without a
+    ground truth pays for it once.
     """
     import jax
 
@@ -198,15 +222,26 @@ def _lifted(fn: Callable[..., Any], avals: tuple[tuple[tuple[int, ...], str], ..
     except Exception as exc:  # the working-precision run reports a reference that cannot trace
         return None, 1, f"the reference could not be traced: {type(exc).__name__}: {_first_line(exc)}"
     depth = reduction_depth(closed.jaxpr)
-    lifted = [jax.ShapeDtypeStruct(s, np.float64 if _is_float(np.dtype(d)) else np.dtype(d)) for s, d in avals]
+    lifted = [jax.ShapeDtypeStruct(s, _target(np.dtype(d), np.float64)) for s, d in avals]
+    narrow = [i for i, v in enumerate(closed.jaxpr.outvars) if _narrow(v.aval.dtype)]
+    carried = [_target(np.dtype(d), np.float32) for _, d in avals]
+
+    def both(*xs: Any) -> tuple[list[Any], list[Any]]:
+        truth = _evaluate(closed.jaxpr, closed.consts, xs)
+        if not narrow:
+            return truth, []
+        shadow = _evaluate(closed.jaxpr, closed.consts, [x.astype(d) for x, d in zip(xs, carried, strict=True)],
+                           np.float32)
+        return truth, [shadow[i] for i in narrow]
+
     try:
         with jax.enable_x64(True):
-            run = jax.jit(lambda *xs: _evaluate(closed.jaxpr, closed.consts, xs)).lower(*lifted).compile()
+            run = jax.jit(both).lower(*lifted).compile()
     except NoGroundTruth as exc:
         return None, depth, str(exc)
     except Exception as exc:
         return None, depth, f"the reference fails in float64: {type(exc).__name__}: {_first_line(exc)}"
-    return run, depth, None
+    return (run, narrow), depth, None
 
 
 def _first_line(exc: Exception) -> str:
@@ -215,21 +250,26 @@ def _first_line(exc: Exception) -> str:
 
 
 def ground_truth(fn: Callable[..., Any], inputs: Arrays) -> Truth:
-    """``fn``'s outputs on ``inputs`` with every float value carried in float64."""
+    """``fn``'s outputs on ``inputs`` with every float value carried in float64 (and the
+    float32 shadows of its narrow float outputs)."""
     import jax
 
     avals = tuple((tuple(np.shape(x)), str(np.asarray(x).dtype)) for x in inputs)
-    run, depth, reason = _lifted(fn, avals)
-    if run is None:
+    compiled, depth, reason = _lifted(fn, avals)
+    if compiled is None:
         return Truth(outputs=None, reason=reason, depth=depth)
+    run, narrow = compiled
     try:
         with jax.enable_x64(True):
-            outs = jax.block_until_ready(run(*(_lift_value(np.asarray(x)) for x in inputs)))
+            outs, shadows = jax.block_until_ready(run(*(_lift_value(np.asarray(x)) for x in inputs)))
             outputs = [np.asarray(o) for o in outs]
     except Exception as exc:
         return Truth(outputs=None, reason=f"the reference raised {type(exc).__name__} in float64: "
                      f"{_first_line(exc)}", depth=depth)
-    return Truth(outputs=outputs, depth=depth)
+    shadow: list[np.ndarray | None] = [None] * len(outputs)
+    for i, value in zip(narrow, shadows, strict=True):
+        shadow[i] = np.asarray(value)
+    return Truth(outputs=outputs, depth=depth, shadow=shadow)
 
 
 @functools.lru_cache(maxsize=512)

@@ -1,13 +1,10 @@
 """The one comparison of outputs: the precision oracle, explicit tolerances, ULP, NaN/inf.
 
 By default a floating-point output is judged against a float64 ground truth (the
-reference evaluated in float64, ``reference.py``): the kernel's error must be at most
-``ERROR_RATIO`` times the working-precision reference's own error, plus a floor of
-``FLOOR_EPS`` epsilons of the output dtype times the output's largest magnitude. Both
-errors are max norms over the whole output (README "How outputs are judged" gives the
-measurements behind the constants). 8-bit float outputs are judged per element, in steps
-of the output dtype at the float64 value (``FP8_FLOOR_ULPS``). When no ground truth could
-be had, the bound grows with the reduction depth of the reference (``FALLBACK_EPS``).
+reference evaluated in float64, ``reference.py``) by the rules of ``precision.py``: max
+norms for float32 and wider, per element in steps of the dtype for narrower floats. When
+no ground truth could be had, the bound grows with the reduction depth of the reference
+(``FALLBACK_EPS``).
 
 An explicit ``pv.Tolerance`` overrides both: then default tolerances per dtype follow (and are at least as careful as) the table that
 ``torch.testing.assert_close`` uses: floating point compares with
@@ -23,21 +20,13 @@ import dataclasses
 import ml_dtypes
 import numpy as np
 
+from pallas_verify import precision
+from pallas_verify.precision import ERROR_RATIO, FLOOR_EPS, FLOOR_STEPS, NARROW_RATIO
 from pallas_verify.spec import Tolerance
 
-__all__ = ["ERROR_RATIO", "FALLBACK_EPS", "FLOOR_EPS", "FP8_FLOOR_ULPS", "Comparison", "compare", "default_tolerance", "ulp_distance"]
+__all__ = ["ERROR_RATIO", "FALLBACK_EPS", "FLOOR_EPS", "FLOOR_STEPS", "NARROW_RATIO", "Comparison", "compare",
+           "default_tolerance", "ulp_distance"]
 
-#: The kernel's error against the float64 ground truth may be this many times the
-#: working-precision reference's own error (measured: at most 2.06 on correct kernels).
-ERROR_RATIO = 4.0
-#: Plus this many epsilons of the output dtype times the output's largest magnitude.
-FLOOR_EPS = 2.0
-#: Outputs of 8-bit floats (at most 3 mantissa bits) are judged per element in steps of
-#: the output dtype at the float64 value: the kernel's error may be ERROR_RATIO times the
-#: reference's largest, plus this many steps. A max-norm floor of two epsilons would be a
-#: quarter (e4m3) or half (e5m2) of the largest output, enough to pass a kernel that zeroes
-#: every small element.
-FP8_FLOOR_ULPS = 1.0
 #: Without a ground truth: |kernel - reference| <= FALLBACK_EPS * eps * sqrt(depth) *
 #: max |reference| (plus the dtype's default tolerance), depth from the reference's jaxpr.
 FALLBACK_EPS = 4.0
@@ -114,18 +103,25 @@ class Comparison:
       problem: a structural mismatch (shape/dtype/structure), else None.
       max_abs, max_rel, max_ulp: largest errors against the working-precision reference
         over the elements where both sides are finite (NaN/inf mismatches are counted in
-        ``bad`` only).
+        ``bad`` and ``nonfinite`` only).
       first_bad: index of the first bad element in row-major order, or None.
-      rule: how the values were judged: "ground truth" (the default oracle), "ground
-        truth in steps" (its per-element form for 8-bit floats: errors in steps of the
-        output dtype at the float64 value), "depth"
-        (no ground truth: bound from the reduction depth), "tolerance" (an explicit
-        ``pv.Tolerance``), "exact" (integers, bool).
-      kernel_error, reference_error: max |kernel - float64| and max |reference -
-        float64| ("ground truth" only; else 0).
-      bound: the largest allowed error ("ground truth" and "depth"; else 0).
-      worst: index of the element with the largest kernel error, with (kernel,
-        reference, float64 or None) values there; None when nothing differs.
+      nonfinite: one phrase per kind of NaN/inf disagreement, most frequent first, e.g.
+        ``"1024 of 1024 elements NaN where float64 is finite"``.
+      finite: how many elements are finite on both sides (the ones the errors are over).
+      rule: how the values were judged: "ground truth" (the default oracle for float32 and
+        float64 outputs: max norms), "ground truth in steps" (its per-element form for
+        floats narrower than 32 bits: errors in steps of the output dtype at the float64
+        value), "depth" (no ground truth: bound from the reduction depth), "tolerance" (an
+        explicit ``pv.Tolerance``), "exact" (integers, bool).
+      kernel_error, reference_error, bound: "ground truth": max |kernel - float64|, max
+        |reference - float64| and the allowed kernel error. "ground truth in steps": at the
+        element most over (or nearest) its bound, the kernel's error and its bound in steps,
+        and the reference's noise there (absolute). "depth": the largest bound. Else 0.
+      noise: "ground truth in steps": the reference's noise model (a, b), noise(x) = a +
+        b |x| (``precision.by_element``); else None.
+      margin: the largest (error / allowed error) over the elements (above 1: bad).
+      worst: index of the element with the largest margin, with (kernel, reference, float64
+        or None) values there; None when nothing differs.
       note: why there is no ground truth ("depth" only).
     """
 
@@ -138,10 +134,14 @@ class Comparison:
     max_rel: float = 0.0
     max_ulp: int = 0
     first_bad: tuple[int, ...] | None = None
+    nonfinite: tuple[str, ...] = ()
+    finite: int = 0
     rule: str = "exact"
     kernel_error: float = 0.0
     reference_error: float = 0.0
     bound: float = 0.0
+    noise: tuple[float, float] | None = None
+    margin: float = 0.0
     worst: tuple[tuple[int, ...], tuple[float, float, float | None]] | None = None
     note: str | None = None
 
@@ -154,16 +154,20 @@ class Comparison:
         return self.problem is None and self.n_bad == 0
 
     def describe(self) -> str:
-        """One line: shape, dtype, count and share of bad elements, the judgement, worst errors."""
+        """One line: shape, dtype, count and share of bad elements, NaN/inf disagreements,
+        the judgement and the worst errors over the finite elements."""
         head = f"{self.path}: shape={self.shape} dtype={self.dtype}"
         if self.problem:
             return f"{head}: {self.problem}"
         size = max(int(np.prod(self.shape)), 1)
-        return (
-            f"{head}: {self.n_bad}/{size} bad ({100 * self.n_bad / size:.3g}%), {self.judgement()}"
-            f"max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g}, "
-            f"max ULP {self.max_ulp}, first bad at {self.first_bad}"
-        )
+        parts = [f"{head}: {self.n_bad}/{size} bad ({100 * self.n_bad / size:.3g}%)"]
+        if self.nonfinite:
+            parts.append("; ".join(self.nonfinite))
+        if self.finite:
+            over = f"over the {_elements(self.finite)} finite on both sides: " if self.nonfinite else ""
+            parts.append(f"{over}{self.judgement()}max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g}, "
+                         f"max ULP {self.max_ulp}")
+        return ", ".join(parts) + f", first bad at {self.first_bad}"
 
     def judgement(self) -> str:
         """The oracle's reasoning: errors, ratio, bound and worst element (empty when exact)."""
@@ -179,9 +183,12 @@ class Comparison:
                     f"(ratio {ratio_text}), bound {self.bound:.3g} = {ERROR_RATIO:g} x reference error + "
                     f"{FLOOR_EPS:g} eps x max|float64|{where}; ")
         if self.rule == "ground truth in steps":
-            return (f"kernel error {self.kernel_error:.3g} steps of {self.dtype} vs float64 (per element, at the "
-                    f"float64 value), reference error {self.reference_error:.3g} steps, bound {self.bound:.3g} = "
-                    f"{ERROR_RATIO:g} x reference error + {FP8_FLOOR_ULPS:g}{where}; ")
+            a, b = self.noise or (0.0, 0.0)
+            return (f"kernel error {self.kernel_error:.3g} steps of {self.dtype} vs float64 (per element; a step: the "
+                    f"{self.dtype} spacing at the float64 value), bound there {self.bound:.3g} steps = "
+                    f"{NARROW_RATIO:g} x reference noise {self.reference_error:.3g} ({a:.3g} + {b:.3g} x |float64|: "
+                    f"its error beyond its own rounding) + {FLOOR_STEPS:g} steps, kernel error / bound "
+                    f"{self.margin:.3g}{where}; ")
         if self.rule == "depth":
             return (f"no float64 ground truth ({self.note}): |kernel - reference| bound {self.bound:.3g} from "
                     f"reduction depth{where}; ")
@@ -189,13 +196,15 @@ class Comparison:
 
 
 def compare(path: str, actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance | None,
-            truth: np.ndarray | None = None, depth: int = 1, note: str | None = None) -> Comparison:
+            truth: np.ndarray | None = None, depth: int = 1, note: str | None = None,
+            shadow: np.ndarray | None = None) -> Comparison:
     """Compare one output with its expected value.
 
     ``tolerance`` (an explicit ``pv.Tolerance``) wins; else ``truth`` (the float64 ground
-    truth) selects the precision oracle; else the bound grows with ``depth`` (``note``
-    says why there is no ground truth). Integers and bool are exact; NaN/inf positions
-    must match ``expected`` both ways.
+    truth) selects the precision oracle, with ``shadow`` (the reference carried in float32,
+    for a narrow float output) measuring the reference's noise; else the bound grows with
+    ``depth`` (``note`` says why there is no ground truth). Integers and bool are exact;
+    NaN/inf positions must match ``expected`` both ways.
     """
     actual, expected = np.asarray(actual), np.asarray(expected)
     base = {"path": path, "shape": tuple(actual.shape), "dtype": str(actual.dtype)}
@@ -209,63 +218,48 @@ def compare(path: str, actual: np.ndarray, expected: np.ndarray, tolerance: Tole
         diff = np.abs(actual.astype(np.float64) - wide)
         with np.errstate(divide="ignore", invalid="ignore"):  # relative to a 0: inf when they differ
             rel = np.where(diff == 0, 0.0, diff / np.abs(wide))
-        return _summarise(base, bad, diff, rel, ulp_distance(actual, expected))
+        return _summarise(base, bad, diff, rel, ulp_distance(actual, expected), finite=bad.size,
+                          margin=np.inf if bad.any() else 0.0)
     a, e = actual.astype(np.float64), expected.astype(np.float64)
-    special = np.isnan(a) | np.isnan(e) | np.isinf(a) | np.isinf(e)
+    special = ~np.isfinite(a) | ~np.isfinite(e)
     same_special = (np.isnan(a) & np.isnan(e)) | ((a == e) & np.isinf(e))
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # relative to a 0: inf when they differ
         diff = np.where(special, 0, np.abs(a - e))
         rel = np.where(diff == 0, 0.0, diff / np.abs(e))
-    if tolerance is None and truth is not None and np.shape(truth) == actual.shape:
-        close, extra = _against_truth(a, e, np.asarray(truth, np.float64), special, actual.dtype)
+    t = None if truth is None or np.shape(truth) != actual.shape else np.asarray(truth, np.float64)
+    if tolerance is None and t is not None:
+        w = None if shadow is None or np.shape(shadow) != actual.shape else np.asarray(shadow, np.float64)
+        close, extra = _against_truth(a, e, t, w, special, actual.dtype)
     elif tolerance is None:
         close, extra = _by_depth(a, e, diff, special, actual.dtype, depth, note)
     else:
-        close = diff <= tolerance.atol + tolerance.rtol * np.abs(e)
-        extra = {"rule": "tolerance", "worst": _worst(diff, a, e, None)}
+        allowed = tolerance.atol + tolerance.rtol * np.abs(e)
+        close = diff <= allowed
+        extra = {"rule": "tolerance", "worst": _worst(diff, a, e, None), "margin": _margin(diff, allowed, special)}
     bad = np.where(special, ~same_special, ~close)
     ulp = np.where(special, 0, ulp_distance(actual, expected))
-    return _summarise(base, bad, diff, np.where(special, 0, rel), ulp, **extra)
+    mismatched = special & ~same_special
+    return _summarise(base, bad, diff, np.where(special, 0, rel), ulp, finite=int((~special).sum()),
+                      nonfinite=_nonfinite(a[mismatched], e[mismatched], None if t is None else t[mismatched],
+                                           bad.size), **extra)
 
 
-def _against_truth(a: np.ndarray, e: np.ndarray, t: np.ndarray, special: np.ndarray,
+def _against_truth(a: np.ndarray, e: np.ndarray, t: np.ndarray, w: np.ndarray | None, special: np.ndarray,
                    dtype: np.dtype) -> tuple[np.ndarray, dict]:
-    """The precision oracle: max-norm kernel error within ERROR_RATIO x the reference's + a
-    floor of FLOOR_EPS eps at the largest output; for 8-bit floats, errors per element in
-    steps of ``dtype`` at the truth, with a floor of FP8_FLOOR_ULPS steps."""
+    """The precision oracle (``precision.py``): per element for narrow floats, else max norms."""
     usable = ~special & np.isfinite(t)
-    coarse = _coarse(dtype)
-    step = _steps(dtype, np.where(usable, t, 1.0)) if coarse else 1.0
-    with np.errstate(invalid="ignore", over="ignore"):  # non-finite elements are masked out below
-        k_err = np.where(usable, np.abs(a - t) / step, 0.0)
-        r_err = np.where(usable, np.abs(e - t) / step, 0.0)
-    reference_error = float(r_err.max(initial=0.0))
-    if coarse:
-        floor = FP8_FLOOR_ULPS
+    if precision.is_narrow(dtype):
+        close, extra = precision.by_element(a, e, t, w, usable, dtype)
     else:
-        floor = FLOOR_EPS * _eps(dtype) * float(np.abs(np.where(usable, t, 0.0)).max(initial=0.0))
-    bound = ERROR_RATIO * reference_error + floor
+        close, extra = precision.by_norm(a, e, t, usable, dtype)
+    at = extra.pop("at")
+    extra["worst"] = None if at is None else (at, (float(a[at]), float(e[at]), float(t[at])))
     # Where the float64 truth itself is not finite (while both outputs are), it cannot judge
     # the element: the kernel is held to the reference by the dtype's table instead.
     tol = default_tolerance(dtype)
     with np.errstate(invalid="ignore", over="ignore"):
         by_table = np.abs(a - e) <= tol.atol + tol.rtol * np.abs(e)
-    close = np.where(usable, k_err <= bound, special | by_table)
-    return close, {"rule": "ground truth in steps" if coarse else "ground truth",
-                   "kernel_error": float(k_err.max(initial=0.0)), "reference_error": reference_error,
-                   "bound": bound, "worst": _worst(k_err, a, e, t)}
-
-
-def _coarse(dtype: np.dtype) -> bool:
-    """8-bit floats, whose steps are too coarse for a floor scaled by the largest output."""
-    return dtype.itemsize == 1 and dtype.name not in _ML_INTEGERS
-
-
-def _steps(dtype: np.dtype, t: np.ndarray) -> np.ndarray:
-    """The spacing of ``dtype`` at each float64 value of ``t`` (subnormal spacing near 0)."""
-    info = ml_dtypes.finfo(dtype)
-    exponent = np.floor(np.log2(np.maximum(np.abs(t), float(info.smallest_normal))))
-    return np.exp2(np.minimum(exponent, info.maxexp - 1)) * float(info.eps)
+    return np.where(usable, close, special | by_table), extra
 
 
 def _by_depth(a: np.ndarray, e: np.ndarray, diff: np.ndarray, special: np.ndarray, dtype: np.dtype,
@@ -276,7 +270,46 @@ def _by_depth(a: np.ndarray, e: np.ndarray, diff: np.ndarray, special: np.ndarra
     grown = FALLBACK_EPS * _eps(dtype) * np.sqrt(max(depth, 1)) * scale
     bound = tol.atol + tol.rtol * np.abs(e) + grown
     return diff <= bound, {"rule": "depth", "bound": float(np.max(bound, initial=0.0)),
-                           "worst": _worst(diff, a, e, None), "note": note or "none given"}
+                           "worst": _worst(diff, a, e, None), "note": note or "none given",
+                           "margin": _margin(diff, bound, special)}
+
+
+def _margin(err: np.ndarray, allowed: np.ndarray, special: np.ndarray) -> float:
+    """The largest err / allowed over the elements finite on both sides (inf where an error
+    meets an allowance of 0)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(special | (err == 0), 0.0, err / allowed)
+    return float(ratio.max(initial=0.0))
+
+
+_CLASSES = ("finite", "NaN", "inf", "-inf")
+
+
+def _classes(x: np.ndarray) -> np.ndarray:
+    """Index into _CLASSES of each element."""
+    return np.where(np.isnan(x), 1, np.where(np.isposinf(x), 2, np.where(np.isneginf(x), 3, 0)))
+
+
+def _nonfinite(a: np.ndarray, e: np.ndarray, t: np.ndarray | None, size: int) -> tuple[str, ...]:
+    """Phrases counting the NaN/inf disagreements of (kernel, reference) pairs, most
+    frequent first (then in order of appearance); the float64 truth is named where it
+    agrees with the reference."""
+    if not a.size:
+        return ()
+    kernel, reference = _classes(a), _classes(e)
+    pairs, first, counts = np.unique(kernel * 4 + reference, return_index=True, return_counts=True)
+    phrases = []
+    order = sorted(zip(pairs.tolist(), counts.tolist(), first.tolist(), strict=True), key=lambda p: (-p[1], p[2]))
+    for pair, count, _ in order:
+        k, r = divmod(pair, 4)
+        group = kernel * 4 + reference == pair
+        who = "float64" if t is not None and bool(np.all(_classes(t[group]) == r)) else "the reference"
+        phrases.append(f"{count} of {_elements(size)} {_CLASSES[k]} where {who} is {_CLASSES[r]}")
+    return tuple(phrases)
+
+
+def _elements(n: int) -> str:
+    return f"{n} element" if n == 1 else f"{n} elements"
 
 
 def _eps(dtype: np.dtype) -> float:

@@ -93,7 +93,15 @@ def _vmap_truth(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> 
     if missing is not None:
         return Truth(outputs=None, reason=missing.reason, depth=depth)
     return Truth(outputs=[np.stack(leaves) for leaves in zip(*(t.outputs or [] for t in per_example), strict=True)],
-                 depth=depth)
+                 depth=depth, shadow=_stacked([t.shadow for t in per_example]))
+
+
+def _stacked(shadows: list[list[np.ndarray | None] | None]) -> list[np.ndarray | None] | None:
+    """Per output, the examples' float32 shadows stacked (None where an output has none)."""
+    if any(s is None for s in shadows):
+        return None
+    return [None if any(x is None for x in leaves) else np.stack(leaves)
+            for leaves in zip(*shadows, strict=True)]
 
 
 # --- grad ---------------------------------------------------------------------------
@@ -253,4 +261,5 @@ def _example(truth: Truth | None, b: int) -> Truth | None:
     """Example ``b`` of a vmap ground truth."""
     if truth is None or truth.outputs is None:
         return truth
-    return dataclasses.replace(truth, outputs=[np.asarray(t[b]) for t in truth.outputs])
+    shadow = None if truth.shadow is None else [None if w is None else np.asarray(w[b]) for w in truth.shadow]
+    return dataclasses.replace(truth, outputs=[np.asarray(t[b]) for t in truth.outputs], shadow=shadow)

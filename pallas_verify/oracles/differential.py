@@ -27,7 +27,8 @@ def compare_outputs(
 ) -> list[Comparison]:
     """One Comparison per output (a count mismatch is reported on a pseudo-output).
 
-    ``truth``: the float64 ground truth (the precision oracle judges), or one without
+    ``truth``: the float64 ground truth (the precision oracle judges, with the float32
+    shadows of narrow float outputs), or one without
     outputs (a bound from its reduction depth judges); an explicit ``tolerance`` wins.
     """
     if len(actual) != len(expected):
@@ -36,9 +37,12 @@ def compare_outputs(
     truths = truth.outputs if truth is not None and truth.outputs is not None else [None] * len(expected)
     if len(truths) != len(expected):
         truths = [None] * len(expected)
+    shadows = truth.shadow if truth is not None and truth.shadow is not None else [None] * len(truths)
+    if len(shadows) != len(truths):
+        shadows = [None] * len(truths)
     depth, note = (truth.depth, truth.reason) if truth is not None else (1, None)
-    return [compare(p, a, e, tolerance, t, depth, note)
-            for p, a, e, t in zip(paths, actual, expected, truths, strict=True)]
+    return [compare(p, a, e, tolerance, t, depth, note, w)
+            for p, a, e, t, w in zip(paths, actual, expected, truths, shadows, strict=True)]
 
 
 def outcome_findings(

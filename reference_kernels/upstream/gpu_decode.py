@@ -5,8 +5,10 @@ per-sequence ``kv_seq_len`` and with ``start_idx`` too) and paged attention
 
 Query heads are drawn ragged against the kernels' 16-row head block (they pad), sequence
 lengths cut inside a split and inside a page, and splits that hold no valid key at all.
-References are the modules' own pure-``jnp`` ``*_reference`` functions; paged attention's
-takes dense K/V, which the wrapper gathers from the pages with plain indexing.
+The reference is the modules' own pure-``jnp`` ``*_reference`` math with the softmax
+weights rounded to the value dtype as the kernels round them (``attention_reference``);
+paged attention's takes dense K/V, which the wrapper gathers from the pages with plain
+indexing.
 
 These kernels vmap a ``pallas_call`` over the batch; GPU interpret mode cannot batch one
 (the upstream limitation ``VMAP_GPU_INTERPRET`` below), so they run on the HLO interpreter.
@@ -14,8 +16,10 @@ These kernels vmap a ``pallas_call`` over the batch; GPU interpret mode cannot b
 
 from __future__ import annotations
 
+import math
 import warnings
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from hypothesis import strategies as st
@@ -90,22 +94,42 @@ def _decode(kernel):
     return call
 
 
-def _decode_reference(reference):
-    def call(q, k, v, *windows):
-        return reference(q, k, v, **_windows(windows))
+def attention_reference(q, k, v, start_idx=None, kv_seq_len=None, *, sm_scale=None):
+    """Upstream's ``gqa_reference`` (``mqa_reference`` for 3-d ``k``, ``v``: one KV head;
+    ``paged_attention_reference`` with ``sm_scale=1``), with one change: the softmax weights are rounded to ``v``'s dtype before they meet
+    ``v``, as the kernels round them (``s_curr.astype(v.dtype)``) on purpose. Upstream's
+    float32 weights leave a bf16 or f16 output dozens of that dtype's steps from the float64
+    truth where it cancels: a precision choice of the kernel that its reference must share
+    (a no-op for float32 inputs)."""
+    if k.ndim == 3:
+        k, v = k[:, :, None], v[:, :, None]
+    batch, heads, d = q.shape
+    grouped = q.astype(jnp.float32).reshape(batch, k.shape[2], heads // k.shape[2], d)
+    scale = 1 / math.sqrt(d) if sm_scale is None else sm_scale
+    logits = jnp.einsum("bkgd,bskd->bkgs", grouped, k.astype(jnp.float32)) * scale
+    if start_idx is not None or kv_seq_len is not None:
+        keys = jnp.arange(k.shape[1])[None, :]
+        start = jnp.broadcast_to(0 if start_idx is None else start_idx, (batch,))[:, None]
+        end = jnp.broadcast_to(k.shape[1] if kv_seq_len is None else kv_seq_len, (batch,))[:, None]
+        valid = (keys >= start) & (keys < end)
+        logits = logits + (~valid[:, None, None, :]) * (0.7 * jnp.finfo(jnp.float32).min)
+    weights = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
+    out = jnp.einsum("bkgs,bskd->bkgd", weights, v, preferred_element_type=jnp.float32)
+    return out.reshape(batch, heads, d).astype(q.dtype)
 
-    call.__name__ = reference.__name__
-    return call
+
+def _decode_reference(q, k, v, *windows):
+    return attention_reference(q, k, v, **_windows(windows))
 
 
 _DECODE_SIZES = ("batch", "seq", "kv_heads", "heads", "d", "dtype", "lengths")
 
 
-def _decode_spec(name: str, kernel, reference, *, grouped: bool) -> pv.KernelSpec:
+def _decode_spec(name: str, kernel, *, grouped: bool) -> pv.KernelSpec:
     return pv.KernelSpec(
         name=name,
         kernel=without(_decode(kernel), *_DECODE_SIZES),
-        reference=without(_decode_reference(reference), *_DECODE_SIZES, "k_splits", "block_k"),
+        reference=without(_decode_reference, *_DECODE_SIZES, "k_splits", "block_k"),
         configs=_decode_configs(grouped=grouped),
         inputs=_decode_inputs(grouped=grouped),
         platforms=("gpu",),
@@ -116,8 +140,8 @@ def _decode_spec(name: str, kernel, reference, *, grouped: bool) -> pv.KernelSpe
     )
 
 
-GPU_DECODE_MQA = _decode_spec("upstream_gpu_decode_mqa", decode.mqa, decode.mqa_reference, grouped=False)
-GPU_DECODE_GQA = _decode_spec("upstream_gpu_decode_gqa", decode.gqa, decode.gqa_reference, grouped=True)
+GPU_DECODE_MQA = _decode_spec("upstream_gpu_decode_mqa", decode.mqa, grouped=False)
+GPU_DECODE_GQA = _decode_spec("upstream_gpu_decode_gqa", decode.gqa, grouped=True)
 
 
 @st.composite
@@ -160,8 +184,8 @@ def paged_attention_reference(q, k_pages, v_pages, tables, *lengths):
         kv_heads, batch = gathered.shape[:2]
         return gathered.reshape(kv_heads, batch, -1, gathered.shape[-1]).transpose(1, 2, 0, 3)
 
-    length = lengths[0] if lengths else jnp.full((q.shape[0],), tables.shape[1] * k_pages.shape[2], jnp.int32)
-    return gpu_paged.paged_attention_reference(q, dense(k_pages), dense(v_pages), length)
+    return attention_reference(q, dense(k_pages), dense(v_pages), kv_seq_len=lengths[0] if lengths else None,
+                               sm_scale=1.0)
 
 
 _PAGED_SIZES = ("batch", "kv_heads", "heads", "d", "page_size", "pages_per_sequence",

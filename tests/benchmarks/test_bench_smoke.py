@@ -21,6 +21,7 @@ from benchmarks import (
     detection,
     machine,
     overhead,
+    precision,
     run,
     sampling,
     table,
@@ -123,7 +124,7 @@ def test_tiny_run_writes_every_key(tmp_path: Path) -> None:
     for key in ("overhead_ratio", "kill_rate", "kill_rate_hlo_grid", "kill_rate_hlo_random", "kill_rate_tpu_default",
                 "detect_ratio_vs_best_baseline", "compiles_per_100_search_examples",
                 "compiles_per_100_shrink_examples", "examples_per_s", "recommended_max_grid_points", "machine",
-                "deadlock_report_s", "ray_overhead_ratio"):
+                "deadlock_report_s", "ray_overhead_ratio", "correct_margin", "mutant_ratio"):
         assert key in results, key
     assert _positive(results["overhead_ratio"])
     assert _positive(results["ray_overhead_ratio"])
@@ -134,6 +135,26 @@ def test_tiny_run_writes_every_key(tmp_path: Path) -> None:
     for row in per_mutant.values():
         assert set(row["baselines"]) == set(baselines.METHODS)
         assert row["pallas_verify"]["seconds"] is None or row["pallas_verify"]["seconds"] >= 0
+
+
+def test_precision_section_reports_margins_of_correct_kernels_and_mutants() -> None:
+    result = precision.precision(examples=1, mutant_examples=1, only=("tiled_matmul_bfloat16_out", "bf16_acc_bf16_out"))
+    assert set(result["per_subject"]) == {"tiled_matmul_bfloat16_out on interpret",
+                                          "tiled_matmul_bfloat16_out on tpu_interpret"}
+    assert 0 < result["correct_margin"] <= 1 and result["correct_false_fails"] == []
+    assert set(result["per_mutant"]) == {"bf16_acc_bf16_out"}
+    assert result["mutant_ratio"] == result["per_mutant"]["bf16_acc_bf16_out"]["mildest"] > 1
+    text = table.render({"precision": result, **{k: result[k] for k in ("correct_margin", "mutant_ratio")}})
+    assert "precision: correct kernels' largest kernel error / bound" in text and "bf16_acc_bf16_out" in text
+
+
+def test_narrowed_spec_casts_inputs_and_says_which_outputs_it_cast() -> None:
+    from reference_kernels.upstream import tpu_ops
+
+    spec = precision.narrowed(tpu_ops.TPU_GMM, "bfloat16")
+    [row, *_] = precision._judge(spec, 1, 0, first_only=True)
+    assert row["subject"] == "upstream_tpu_gmm.bfloat16" and row["dtype"] == "bfloat16"
+    assert row["cast"] == ["input float32", "kernel float32"]  # drawn float32; gmm returns float32 for bf16
 
 
 def test_a_baseline_case_past_the_limit_counts_at_its_start_plus_the_limit(tmp_path: Path) -> None:

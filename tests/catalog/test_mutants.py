@@ -21,6 +21,7 @@ from reference_kernels.mutants import FINDING_KINDS, Mutant, backward, mutants
 MUTANTS = {m.name: m for m in mutants()}
 F32_TOL = (1e-5, 1e-5)
 BF16_TOL = (1.6e-2, 1e-5)
+F16_TOL = (1e-3, 1e-5)
 
 
 def example(spec):
@@ -198,7 +199,7 @@ def _twin_modes(m: Mutant) -> list[dict]:
 def test_twin_is_clean(name, capsys):
     m = MUTANTS[name]
     config, inputs = example(m.twin)
-    tol = BF16_TOL if "bf16" in m.twin.features else F32_TOL
+    tol = BF16_TOL if "bf16" in m.twin.features else F16_TOL if "f16" in m.twin.features else F32_TOL
     expected = reference(m.twin, config, inputs)
     for mode in _twin_modes(m):
         assert close(run(m.twin, config, inputs, **mode), expected, tol), mode

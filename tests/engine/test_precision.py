@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from jax.experimental import pallas as pl
 
 import pallas_verify as pv
-from pallas_verify import reference, tolerance, transforms
+from pallas_verify import precision, reference, tolerance, transforms
 from pallas_verify.engine import verify
 from pallas_verify.runner import Runner
 from pallas_verify.tolerance import compare
@@ -79,7 +79,7 @@ def test_fp8_outputs_are_judged_per_element_in_steps_of_the_dtype(dtype):
     expected = truth.astype(dtype)
     judged = compare("out", (truth + 1).astype(dtype), expected, None, truth)  # adds one: within 2 eps x max
     assert not judged.ok and judged.rule == "ground truth in steps"
-    assert judged.reference_error == 0 and judged.bound == tolerance.FP8_FLOOR_ULPS
+    assert judged.reference_error == 0 and judged.bound == tolerance.FLOOR_STEPS
     assert f"steps of {np.dtype(dtype).name} vs float64" in judged.describe()
     assert judged.max_rel == np.inf and "max rel inf" in judged.describe()  # 1 where 0 was expected
     big = np.array([448.0 if dtype == ml_dtypes.float8_e4m3fn else 57344.0, 3.0, -5.0, 0.5])
@@ -98,6 +98,93 @@ def test_fp8_outputs_rounded_from_differently_accumulated_values_pass(dtype):
     judged = compare("out", kernel, expected, None, truth)
     assert judged.ok, judged.describe()
     assert judged.rule == "ground truth in steps" and judged.kernel_error <= 0.5 + 1e-6
+
+
+BF16 = ml_dtypes.bfloat16
+
+
+def _bf16_matmul(k: int, seed: int, blocks: int, acc) -> tuple[np.ndarray, ...]:
+    """(kernel, reference, float64, float32 shadow) of a bf16 matmul with a bf16 output: the
+    kernel sums ``blocks`` float32 partial dots in an ``acc`` accumulator, the reference is
+    one float32 dot."""
+    rng = np.random.default_rng(seed)
+    x, y = rng.standard_normal((16, k)).astype(BF16), rng.standard_normal((k, 128)).astype(BF16)
+    x32, y32 = x.astype(np.float32), y.astype(np.float32)
+    total = np.zeros((16, 128), acc)
+    for part in np.split(np.arange(k), blocks):
+        total = (total.astype(np.float32) + x32[:, part] @ y32[part]).astype(acc)
+    shadow = x32 @ y32
+    return total.astype(BF16), shadow.astype(BF16), x.astype(np.float64) @ y.astype(np.float64), shadow
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_bf16_outputs_are_judged_per_element_so_a_bf16_accumulator_is_found(seed):
+    kernel, expected, truth, shadow = _bf16_matmul(256, seed, 2, BF16)
+    judged = compare("out", kernel, expected, None, truth, shadow=shadow)
+    assert not judged.ok and judged.rule == "ground truth in steps" and judged.margin > 10
+    assert "steps of bfloat16 vs float64" in judged.describe()
+    # The max-norm rule's floor of 2 eps at the largest output would pass it.
+    floor = tolerance.FLOOR_EPS * float(ml_dtypes.finfo(BF16).eps) * np.abs(truth).max()
+    assert np.abs(kernel.astype(np.float64) - truth).max() < floor
+    clean = compare("out", _bf16_matmul(256, seed, 2, np.float32)[0], expected, None, truth, shadow=shadow)
+    assert clean.ok and clean.margin <= 0.5, clean.describe()
+
+
+def test_the_reference_always_passes_its_own_rule():
+    rng = np.random.default_rng(5)
+    truth = rng.standard_normal(4096) * np.exp2(rng.integers(-20, 20, 4096))
+    for noise in (0.0, 1e-4, 1e-2):
+        shadow = truth * (1 + noise * rng.standard_normal(4096))
+        for dtype in (BF16, np.float16, ml_dtypes.float8_e4m3fn):
+            expected = np.clip(shadow, -400, 400).astype(dtype)  # rounded once, e4m3 kept finite
+            t = np.clip(truth, -400, 400)
+            assert compare("out", expected, expected, None, t, shadow=np.clip(shadow, -400, 400)).ok
+
+
+def _cancelling(seed: int) -> tuple[np.ndarray, ...]:
+    """A tiled float32 matmul with a bf16 output whose float64 values are sums of terms near
+    1000 |z| that cancel (x = 1000 + N(0, 1), y = [z; -z])."""
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((256, 128))
+    x, y = (1000 + rng.standard_normal((16, 512))).astype(np.float32), np.concatenate([z, -z]).astype(np.float32)
+    kernel = np.zeros((16, 128), np.float32)
+    for j in range(0, 512, 128):
+        kernel = (kernel + x[:, j:j + 128] @ y[j:j + 128]).astype(np.float32)
+    shadow = x @ y
+    return kernel.astype(BF16), shadow.astype(BF16), x.astype(np.float64) @ y.astype(np.float64), shadow
+
+
+@pytest.mark.parametrize("seed", [0, 2, 6])
+def test_cancellation_next_to_large_terms_is_not_a_false_fail(seed):
+    kernel, expected, truth, shadow = _cancelling(seed)
+    steps = precision.steps(np.dtype(BF16), truth)
+    k_steps = np.abs(kernel.astype(np.float64) - truth) / steps
+    r_steps = np.abs(expected.astype(np.float64) - truth) / steps
+    assert k_steps.max() > 100  # near-zero outputs: the float32 noise is many bf16 steps there...
+    assert (k_steps > 4 * r_steps + 2).any()  # ...where the reference happens to be closer
+    judged = compare("out", kernel, expected, None, truth, shadow=shadow)
+    assert judged.ok and judged.margin <= 0.5, judged.describe()
+    absolute, _ = judged.noise  # the noise that cancellation leaves, an absolute part
+    assert 0 < absolute <= np.abs(shadow.astype(np.float64) - truth).max()
+
+
+def test_noise_relative_to_the_value_does_not_loosen_small_elements():
+    truth = np.exp(np.linspace(-40, 0, 2048))  # softmax-like: values over 17 orders of magnitude
+    shadow = truth * (1 + 1e-7 * np.random.default_rng(0).standard_normal(2048))  # float32-level noise
+    kernel = (truth * 1.02).astype(BF16)  # 2%: three to five bf16 steps everywhere
+    judged = compare("out", kernel, shadow.astype(BF16), None, truth, shadow=shadow)
+    absolute, relative = judged.noise
+    assert absolute < 1e-15 and 0 < relative < 1e-6  # the largest elements' noise stays relative
+    assert not judged.ok and judged.bad.mean() > 0.5
+
+
+def test_the_shadow_measures_noise_that_the_reference_rounding_hides():
+    truth = np.array([1e-3, 100.0])
+    expected = truth.astype(BF16)  # both rounded to nearest: no error visible beyond half a step
+    kernel = (truth + 5e-5).astype(BF16)  # 5e-5 is about 6.5 bf16 steps at 1e-3
+    assert not compare("out", kernel, expected, None, truth).ok
+    judged = compare("out", kernel, expected, None, truth, shadow=truth + 3e-5)  # the reference's float32 value
+    assert judged.ok and judged.reference_error == pytest.approx(3e-5)
 
 
 def test_integers_nan_and_shape_stay_exact_under_the_oracle():
@@ -293,3 +380,28 @@ def test_extreme_values_judge_without_warnings_and_a_non_finite_truth_falls_back
         off = compare("out", np.array([big, np.float32(1e30), 1.0, 2.0], np.float32), expected, None, truth)
     assert same.ok
     assert not off.ok and off.bad.tolist() == [False, True, False, False]
+
+
+def test_vmap_ground_truth_stacks_the_float32_shadows_of_narrow_outputs():
+    spec = pv.KernelSpec(name="third", kernel=lambda x: x, reference=lambda x: (x / 3).astype(jnp.bfloat16),
+                         configs=st.just({}), inputs=_inputs)
+    batch = np.linspace(-1, 1, 3 * 128).reshape(3, 128).astype(np.float32)
+    truth = transforms.ground_truth(spec, {}, (batch,), "vmap")
+    [shadow] = truth.shadow
+    assert shadow.shape == (3, 128) and shadow.dtype == np.float32
+    np.testing.assert_allclose(shadow, batch / np.float32(3), rtol=1e-6)  # float32, not rounded to bf16
+    assert transforms._example(truth, 1).shadow[0].shape == (128,)
+
+
+def test_a_kernel_that_returns_nan_is_reported_by_its_nan_count_not_an_error_of_zero():
+    def nan_kernel(x):
+        return pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...] * jnp.nan),
+                              out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+    spec = pv.KernelSpec(name="nan_out", kernel=nan_kernel, reference=lambda x: x * 2.0, configs=st.just({}),
+                         inputs=_inputs)
+    report = verify(spec, ["interpret"], max_examples=1, isolate="never", static=False, shrink_budget_s=0.0)
+    [finding] = report.findings
+    assert finding.kind == "mismatch"
+    assert "128/128 bad (100%), 128 of 128 elements NaN where float64 is finite" in finding.message
+    assert "kernel error" not in finding.message and "max abs" not in finding.message

@@ -64,3 +64,29 @@ def test_description_names_every_statistic():
 def test_shape_and_dtype_problems_are_reported():
     assert "shape (2,) != expected (3,)" in compare("out", np.zeros(2), np.zeros(3), None).describe()
     assert "dtype" in compare("out", np.zeros(2, np.float32), np.zeros(2, np.float64), None).describe()
+
+
+def test_headline_counts_nan_disagreements_before_any_error_norm():
+    expected = np.arange(1024, dtype=np.float32).reshape(32, 32)
+    truth = expected.astype(np.float64)
+    text = compare("out", np.full((32, 32), np.nan, np.float32), expected, None, truth).describe()
+    assert text.startswith("out: shape=(32, 32) dtype=float32: 1024/1024 bad (100%), "
+                           "1024 of 1024 elements NaN where float64 is finite, first bad at (0, 0)"), text
+    assert "kernel error" not in text and "max abs" not in text  # no norm over zero finite elements
+
+
+def test_headline_counts_each_kind_of_non_finite_disagreement_then_judges_the_rest():
+    expected = np.array([1.0, 2.0, 3.0, np.nan, np.inf, 6.0], np.float32)
+    actual = np.array([np.nan, np.nan, np.inf, 4.0, np.inf, 7.0], np.float32)
+    truth = np.array([1.0, 2.0, 3.0, np.nan, 5.0, 6.0])
+    judged = compare("out", actual, expected, None, truth)
+    assert judged.nonfinite == ("2 of 6 elements NaN where float64 is finite",
+                                "1 of 6 elements inf where float64 is finite",
+                                "1 of 6 elements finite where float64 is NaN")
+    assert judged.finite == 1 and judged.n_bad == 5  # 7 where 6 is expected; inf where inf is
+    text = judged.describe()
+    nan_at, norm_at = text.index("2 of 6 elements NaN"), text.index("over the 1 element finite on both sides")
+    assert nan_at < norm_at < text.index("kernel error") < text.index("max abs 1")
+    # Without a ground truth the reference is named; infinities keep their sign.
+    bare = compare("out", np.array([-np.inf], np.float32), np.array([np.inf], np.float32), None)
+    assert bare.nonfinite == ("1 of 1 element -inf where the reference is inf",)
