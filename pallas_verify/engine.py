@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,7 @@ class _Search:
     max_examples: int = 0
     shrink_steps: int = 0
     shrink: _ShrinkProgress = dataclasses.field(default_factory=lambda: _ShrinkProgress())
+    early: Callable[[Finding, dict[str, Any], float, int], None] | None = None  # each kind's first failure
 
     def example(self, data: st.DataObject) -> None:
         config = _draw(data, self.spec.configs, "configs", dict)
@@ -120,6 +121,7 @@ class _Search:
         else:
             self.shrink_steps += 1
         static = self.static.start(config, base, self.examples) if self.static is not None else None
+        static_kinds = set(self.static.found) if self.static is not None else set()
         try:
             findings = self.runner.check(config, inputs, self.backend, mode, transform=self.transform, blame=False)
         except Unsupported as exc:
@@ -127,6 +129,9 @@ class _Search:
         now = time.perf_counter() - self.kernel_started
         if static is not None:  # traced meanwhile where it has a worker of its own
             static()
+            if self.early is not None and self.static is not None:
+                for kind in set(self.static.found) - static_kinds:
+                    self.early(*self.static.found[kind])
         if self.unsupported:
             return
         if not generating:
@@ -135,9 +140,13 @@ class _Search:
             self.passed.add(key)
         if findings:
             self.first_failure = self.first_failure or time.perf_counter()
+            example = {"config": config, "inputs": inputs, "mode": mode}
             for f in findings:
-                self.first_seen.setdefault(f.kind, (now, self.examples))
-            found = _found_type(findings[0].kind)(findings, {"config": config, "inputs": inputs, "mode": mode})
+                if f.kind not in self.first_seen:
+                    self.first_seen[f.kind] = (now, self.examples)
+                    if self.early is not None:
+                        self.early(f, example, now, self.examples)
+            found = _found_type(findings[0].kind)(findings, example)
             self.seen[key] = found
             raise found
 
@@ -230,11 +239,15 @@ def verify(
     shrink_budget_s: float = 60.0,
     database: Any = None,
     static: bool = True,
+    on_finding: Callable[[Finding], Any] | None = None,
 ) -> Report:
     """Search ``spec``'s configs and inputs for findings on ``backends`` (None: all).
 
     Returns a Report with, per backend, its result and the findings of its minimal
     failing examples (one per kind), each with a reproducer under ``out_dir``.
+    ``on_finding``, when given, is called with each finding the moment its first failing
+    example shows it, before shrinking (``evidence["provisional"]`` says so), with a
+    reproducer of that example: a caller cut short later still has it.
     """
     if not isinstance(spec, KernelSpec):
         raise InvalidSpec(f"spec={spec!r} must be a pallas_verify.KernelSpec.")
@@ -248,8 +261,15 @@ def verify(
     options = {"profile": profile, "max_examples": max_examples, "seed": seed, "database": database}
     with Runner(spec, timeout_s=timeout_s, isolate=isolate) as runner:
         grid = StaticLedger(runner.start_static, runner.static_notes, started) if static else None
+
+        def early(finding: Finding, example: dict[str, Any], seconds: float, examples: int) -> None:
+            if on_finding is not None:
+                on_finding(_finish([(finding, example, seconds, examples)], None, runner, Path(out_dir),
+                                   provisional=True)[0])
+
         for backend in runnable:
-            searches = [_Search(spec, backend, runner, shrink_budget_s, static=grid, transform=t, kernel_started=started)
+            searches = [_Search(spec, backend, runner, shrink_budget_s, static=grid, transform=t, kernel_started=started,
+                                early=early if on_finding is not None else None)
                         for t in (None, *spec.transforms)]
             for cap in (*_ROUNDS, None):  # the searches take turns: see the module docstring
                 for search in (s for s in searches if not s.done):
@@ -278,14 +298,18 @@ def verify(
 
 
 def _finish(found: list[tuple[Finding, dict[str, Any], float, int]], shrink_stopped: str | None, runner: Runner,
-            out_dir: Path) -> list[Finding]:
-    """Findings with their (example, seconds and examples to detect), timed and with a reproducer."""
+            out_dir: Path, *, provisional: bool = False) -> list[Finding]:
+    """Findings with their (example, seconds and examples to detect), timed and with a
+    reproducer; ``provisional``: a first failing example, sent before shrinking (not blamed)."""
     from pallas_verify.reports.reproduce import write_reproducer
 
     done = []
     for finding, example, seconds, examples in found:
-        finding = runner.blamed(finding)  # blame only what is reported, not every failing example
+        if not provisional:
+            finding = runner.blamed(finding)  # blame only what is reported, not every failing example
         evidence = {**finding.evidence, "examples_to_detect": examples}
+        if provisional:
+            evidence["provisional"] = "the first failing example, before shrinking"
         if shrink_stopped:
             evidence["shrink_stopped"] = shrink_stopped
         finding = dataclasses.replace(finding, elapsed_s=seconds, evidence=evidence)

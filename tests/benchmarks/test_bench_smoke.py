@@ -24,6 +24,7 @@ from benchmarks import (
     sampling,
     table,
 )
+from pallas_verify.execution import Failure
 from reference_kernels.mutants import mutants
 
 
@@ -133,14 +134,15 @@ def test_a_baseline_case_past_the_limit_counts_at_its_start_plus_the_limit(tmp_p
                         '{"event": "start", "example": 1, "t": 3.5, "at": 4.5}\n{"event": "st')  # partial
     start = detection._last_start(progress)
     assert start is not None and start["t"] == 3.5  # the partial last line is not read
-    killed = detection._verdict({"kind": "timeout", "error": "unit limit"}, start, settings)
+    overran = Failure(cause="overran", message="unit limit")
+    killed = detection._verdict(None, overran, start, settings)
     assert killed == {"found": True, "seconds": 5.5, "examples": None,
                       "why": "timeout: a case ran past 2.0 s and was killed"}
-    assert detection._verdict({"kind": "timeout", "error": "x"}, None, settings)["seconds"] == 2.0
+    assert detection._verdict(None, overran, None, settings)["seconds"] == 2.0
     done = {"found": False, "seconds": 10.0, "examples": 4, "why": None}
-    assert detection._verdict(done, start, settings) == done
-    with pytest.raises(RuntimeError, match="the baseline unit failed \\(exception\\): KeyError: 'nope'"):
-        detection._verdict({"kind": "exception", "error": "KeyError: 'nope'"}, start, settings)
+    assert detection._verdict(done, None, start, settings) == done
+    with pytest.raises(RuntimeError, match="the baseline unit failed \\(raised\\): KeyError: 'nope'"):
+        detection._verdict(None, Failure(cause="raised", message="KeyError: 'nope'"), start, settings)
 
 
 @pytest.mark.slow

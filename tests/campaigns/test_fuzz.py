@@ -81,14 +81,15 @@ def test_bad_fuzz_arguments(call, message):
         call()
 
 
-def test_signature_ignores_numbers_and_addresses_only():
-    def f(message: str, backend: str = "interpret") -> Finding:
-        return Finding(kind="mismatch", kernel="k", backend=backend, message=message)
+def test_signature_is_the_cell_and_kind_not_the_message():
+    def f(message: str, backend: str = "interpret", kind: str = "mismatch", transform=None) -> Finding:
+        return Finding(kind=kind, kernel="k", backend=backend, message=message, transform=transform)
 
     one = f("out: 12/48 bad (25%), max abs 3.5e-02 at 0x7f00aa")
-    assert signature(one) == signature(f("out: 7/96 bad (7%), max abs 1.25 at 0x55aa"))
-    assert signature(one) != signature(f("out: 12/48 bad (25%), max abs 3.5e-02 at 0x7f00aa", "tpu_interpret"))
-    assert signature(one) != signature(f("out[1]: 12/48 NaN"))
+    assert signature(one) == signature(f("out[1]: 7/96 NaN where the reference has numbers"))  # one bug, two texts
+    assert signature(one) != signature(f(one.message, "tpu_interpret"))
+    assert signature(one) != signature(f(one.message, kind="race"))
+    assert signature(one) != signature(f(one.message, transform="vmap"))
 
 
 def test_replay_of_an_unreadable_report_is_a_usage_error(tmp_path, capsys):

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pytest
 
 from pallas_verify.campaigns.fuzz import FuzzOptions, fuzz
-from pallas_verify.execution import Work
+from pallas_verify.execution import Done, Update, Work
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray_cluster")]
 
@@ -64,26 +64,30 @@ def _cells(out) -> dict:
 
 def _wait(executor, want: int) -> list:
     got, deadline = [], time.monotonic() + 120
-    while len(got) < want and time.monotonic() < deadline:
+    while sum(isinstance(d, Done) for d in got) < want and time.monotonic() < deadline:
         got += executor.poll(0.5)
     return got
 
 
-def test_ray_units_time_out_crash_and_raise_as_locally(cluster):
+def test_ray_units_end_and_send_updates_as_locally(cluster):
     from pallas_verify.execution.cluster import RayExecutor
 
     with RayExecutor() as executor:
-        for name, limit in (("echo", 60.0), ("hang", 3.0), ("abort", 60.0), ("fail", 60.0)):
+        for name, limit in (("echo", 60.0), ("hang", 3.0), ("abort", 60.0), ("fail", 60.0), ("chatty", 60.0)):
             executor.submit(Work(entry=f"_entries:{name}", kind="test", params={"value": 7}, limit_s=limit))
-        done = {d.work.entry: d for d in _wait(executor, 4)}
-    assert done["_entries:echo"].result["echo"] == 7
-    assert done["_entries:echo"].result["parallel_runs"] == str(os.cpu_count())  # a task per CPU
+        got = _wait(executor, 5)
+    done = {d.work.entry: d for d in got if isinstance(d, Done)}
+    assert done["_entries:echo"].value["echo"] == 7
+    assert done["_entries:echo"].value["parallel_runs"] == str(os.cpu_count())  # a task per CPU
     assert done["_entries:echo"].node.startswith(cluster.host + ":")
-    assert done["_entries:hang"].result["kind"] == "timeout"
-    assert done["_entries:abort"].result["kind"] == "crash"
-    assert "Ray worker process died" in done["_entries:abort"].result["error"]
-    assert done["_entries:fail"].result["kind"] == "exception"
-    assert "planted failure" in done["_entries:fail"].result["error"]
+    assert done["_entries:hang"].failure.cause == "overran"
+    assert done["_entries:abort"].failure.cause == "died"
+    assert "Ray worker process running the unit died" in done["_entries:abort"].failure.message
+    assert done["_entries:fail"].failure.cause == "raised"
+    assert "planted failure" in done["_entries:fail"].failure.message
+    chatty = [d for d in got if d.work.entry == "_entries:chatty"]
+    assert [type(d) for d in chatty] == [Update, Update, Done]
+    assert [d.value for d in chatty] == [{"step": 1}, {"step": 2}, {"done": 7}]
 
 
 def test_cells_land_only_on_nodes_with_their_chip_and_absent_chips_are_skipped(cluster, tmp_path):
