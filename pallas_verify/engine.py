@@ -360,7 +360,10 @@ def _run_round(
         search.example(data)
 
     where = search.backend.name + (f"+{search.transform}" if search.transform else "")
-    run._hypothesis_internal_add_digest = f"{search.spec.name}|{where}".encode()  # type: ignore[attr-defined]
+    # The example database's key is the digest of the inner test function (the same source
+    # for every search): this makes it one key per spec and backend, so a search never
+    # replays, nor deletes as no longer failing, another kernel's saved failure.
+    run.hypothesis.inner_test._hypothesis_internal_add_digest = f"{search.spec.name}|{where}".encode()  # type: ignore[attr-defined]
     if seed is not None:
         run = hypothesis.seed(seed)(run)
         if database is not None:  # @seed turns the database off; a campaign's slices need both

@@ -23,6 +23,7 @@ does not answer is a usage error (exit 2), not a degraded night.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -122,6 +123,12 @@ class LocalDatabase(ExampleDatabase):
             found += [(key, path.read_bytes(), path) for path in sorted(folder.iterdir()) if path.is_file()]
         return found
 
+    def prune(self) -> None:
+        """Remove the folders of keys that hold nothing any more."""
+        for folder in sorted(self.root.iterdir()) if self.root.is_dir() else ():
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only an empty one goes
+
     def _start_listening(self) -> None:  # nobody listens to a unit's local stand-in
         pass
 
@@ -155,6 +162,7 @@ class _RedisSide:
             self.db.save(key, value)
             path.unlink(missing_ok=True)
             merged += 1
+        local.prune()
         if merged:
             self.notes.append(f"{self.describe()}: answered again; merged back {merged} examples kept in "
                               f"{local.root} on {_host()} while it was unreachable")
