@@ -6,13 +6,9 @@ import argparse
 import random
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from pallas_verify._env import configure
-from pallas_verify.exits import EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, run_status
-
-if TYPE_CHECKING:
-    from pallas_verify.reports.report import Report
+from pallas_verify.exits import EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, campaign_status
 
 __all__ = ["main"]
 
@@ -100,8 +96,10 @@ def _fuzz_parser(sub: argparse._SubParsersAction) -> None:
                       help="; ".join(f"{k}: {v}" for k, v in HARDWARE_POLICIES.items()))
     fuzz.add_argument("--seed", type=int, default=None)
     fuzz.add_argument("--slice-examples", type=_count, default=5, metavar="N", help="examples per slice (default 5)")
+    fuzz.add_argument("--max-slices", type=_count, default=None, metavar="N",
+                      help="stop after N slices (the budget still caps the run); with --seed, the same slices")
     fuzz.add_argument("--timeout", type=_limit, default=120.0, metavar="SECONDS",
-                      help="per-case time limit (default 120); also the most a spec file may take to import")
+                      help="per-case time limit (default 120)")
     _shrink_budget(fuzz)
 
 
@@ -241,19 +239,8 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
                           workers=_workers(args, os.cpu_count() or 1), seed=args.seed,
                           slice_examples=args.slice_examples, timeout_s=args.timeout, executor=args.executor,
                           ray_address=args.ray_address, db=args.db, hardware=args.hardware,
-                          shrink_budget_s=args.shrink_budget)
-    return _campaign_status(fuzz(options))
-
-
-def _campaign_status(report: Report) -> int:
-    """A campaign's exit status (``exits``): an invalid spec or unloadable spec file 2; else
-    findings 1, interrupted 130, incomplete 4 (cells not reached, units lost, report not
-    written), clean 0."""
-    if report.invalid:
-        return EXIT_USAGE
-    incomplete = (bool(report.run.get("lost")) or bool(report.run.get("output_error"))
-                  or any(r.status == "not_reached" for r in report.results))
-    return run_status(findings=bool(report.findings), interrupted=report.interrupted, incomplete=incomplete)
+                          shrink_budget_s=args.shrink_budget, max_slices=args.max_slices)
+    return campaign_status(fuzz(options))
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -289,7 +276,7 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
             report.run["output_error"] = out.error
             print(f"pallas-verify: error: the report could not be written under {args.out} ({out.error})",
                   file=sys.stderr)
-    return _campaign_status(report)
+    return campaign_status(report)
 
 
 def _cmd_smith(args: argparse.Namespace) -> int:

@@ -243,7 +243,7 @@ class _Run:
         return f"{end} while its first unit ran" if running else f"{end} before it ran"
 
 
-def fuzz(options: FuzzOptions, *, stream: TextIO = sys.stderr) -> Report:
+def fuzz(options: FuzzOptions, *, stream: TextIO | None = None) -> Report:
     """Fuzz for ``options.budget_s`` seconds; write and return the report.
 
     The output folder is checked and locked first (InvalidArgument when it cannot be
@@ -253,6 +253,7 @@ def fuzz(options: FuzzOptions, *, stream: TextIO = sys.stderr) -> Report:
     from pallas_verify.campaigns.exampledb import check_database
     from pallas_verify.campaigns.stop import StopOnSignal
 
+    stream = stream or sys.stderr
     started = time.monotonic()
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
     with CampaignOutput(options.out_dir, command="fuzz", stream=stream) as out:

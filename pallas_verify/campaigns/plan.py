@@ -15,7 +15,10 @@ from pallas_verify.reports.report import BackendResult, Report, kernel_entry
 if TYPE_CHECKING:
     from pallas_verify.execution import Executor
 
-__all__ = ["Cell", "FuzzOptions", "catalog_modules", "fuzz_specs", "plan"]
+__all__ = ["IMPORT_LIMIT_S", "Cell", "FuzzOptions", "catalog_modules", "fuzz_specs", "plan"]
+
+#: The most seconds a spec file may take to import (and never more than the budget).
+IMPORT_LIMIT_S = 300.0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -102,7 +105,7 @@ def fuzz_specs(options: FuzzOptions, invalid: list[dict[str, str]]) -> list[tupl
     probe = Worker() if options.targets else None
     try:
         for ref in refs:
-            specs = _load(ref, probe, min(options.timeout_s, options.budget_s), invalid)
+            specs = _load(ref, probe, min(options.budget_s, IMPORT_LIMIT_S), invalid)
             for spec in specs:
                 if fnmatch.fnmatchcase(spec.name, options.kernels) and spec.name not in seen:
                     seen.add(spec.name)

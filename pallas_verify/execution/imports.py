@@ -20,7 +20,7 @@ from pallas_verify.execution.isolation import Worker
 __all__ = ["IMPORT_IDLE_S", "check_import"]
 
 #: An import that has used no CPU for a second after this many seconds is hung.
-IMPORT_IDLE_S = 10.0
+IMPORT_IDLE_S = 5.0
 
 
 def check_import(ref: str, *, limit_s: float, worker: Worker | None = None) -> str | None:
