@@ -56,18 +56,19 @@ def _run_here(name: str, tmp: Path, body: Callable[[Watch], object], watch: Watc
                    stderr=watch.getvalue(), orphans=tag.orphans(), **outcome)  # type: ignore[arg-type]
 
 
-def redis_killed(tmp: Path) -> Outcome:
+def redis_killed(tmp: Path, *, next_night: bool = True) -> Outcome:
     """Redis SIGKILLed once the driver checked it: units go on with a local database;
     the next night, Redis back, merges their examples back."""
     with RedisServer(tmp) as server:
         watch = Watch(on_line=lambda line: server.kill() if line.startswith("pallas-verify fuzz:") else None)
         outcome = _run_here("redis killed mid-run", tmp, lambda w: fuzz_here(tmp / "out", db=server.url, stream=w,
                                                                              max_slices=3), watch)
-        server.start()
-        night2 = fuzz_here(tmp / "night2", db=server.url, max_slices=3)
-    notes = " ".join((outcome.report or {}).get("run", {}).get("notes", []))
-    outcome.extra = {"said_unreachable": "unreachable" in notes,
-                     "merged_back_next_night": any("merged back" in n for n in night2.run["notes"])}
+        notes = " ".join((outcome.report or {}).get("run", {}).get("notes", []))
+        outcome.extra = {"said_unreachable": "unreachable" in notes}
+        if next_night:
+            server.start()
+            night2 = fuzz_here(tmp / "night2", db=server.url, max_slices=3)
+            outcome.extra["merged_back_next_night"] = any("merged back" in n for n in night2.run["notes"])
     return outcome
 
 
@@ -162,16 +163,20 @@ def disk_full_mid_run(tmp: Path) -> Outcome:
     """The output folder fills up after the first report was written."""
     with small_folder(tmp / "out", size_kb=2048) as out:
         filled: list[int] = []
+        running = True
 
-        def fill_once_written() -> None:
+        def keep_full_once_written() -> None:  # whatever the run frees is taken again
             wait_for(lambda: (out / "report.json").exists(), 120, "the first report")
-            filled.append(fill(out))
+            while running:
+                filled.append(fill(out))
+                time.sleep(0.02)
 
-        in_thread(fill_once_written)
+        in_thread(keep_full_once_written)
         watch = Watch()
         tag, started = Tagged(), time.perf_counter()
         with tag.here():
             final = fuzz_here(out, stream=watch)
+        running = False
         on_disk = read_report(out)
         empty = [p.name for p in (out / "db").glob("*") if p.is_file() and p.stat().st_size == 0] \
             if (out / "db").is_dir() else []
@@ -189,7 +194,7 @@ def _found(report: object) -> set[tuple[str, str]]:
 def hang_short_budget(tmp: Path) -> Outcome:
     """A kernel that hangs, a budget too short to shrink its timeout."""
     outcome = _run_here("hanging kernel, short budget", tmp, lambda w: fuzz_here(
-        tmp / "out", targets=(HANG_SPEC,), stream=w, workers=1, budget_s=10.0, timeout_s=4.0, max_slices=None), Watch(),
+        tmp / "out", targets=(HANG_SPEC,), stream=w, workers=1, budget_s=12.0, timeout_s=8.0, max_slices=None), Watch(),
         expected=frozenset({("timeout", "hangs")}), allowed=frozenset({("timeout", "hangs")}))
     cell = ((outcome.report or {}).get("kernels") or [{}])[0].get("results", {}).get("interpret", {})
     outcome.extra = {"cell_failed_not_unreached": cell.get("status") == "fail"}

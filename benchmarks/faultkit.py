@@ -154,7 +154,7 @@ def small_folder(path: Path, *, size_kb: int = 512, read_only: bool = False) -> 
 def fill(folder: Path) -> int:
     """Fill the file system of ``folder`` to the last byte; the bytes written."""
     written = 0
-    with open(folder / ".filler", "wb", buffering=0) as handle:
+    with open(folder / ".filler", "ab", buffering=0) as handle:
         for size in (65536, 4096, 512, 1):
             while True:
                 try:

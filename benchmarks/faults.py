@@ -92,6 +92,13 @@ class Outcome:
     def survived(self) -> bool:
         return all(self.checks().values())
 
+    def describe(self) -> str:
+        """What failed, with the evidence (for a test's assertion message)."""
+        failed = [k for k, ok in self.checks().items() if not ok]
+        run = (self.report or {}).get("run")
+        return (f"{self.fault}: failed {failed}; exit {self.exit}; found {sorted(self.found())}; "
+                f"orphans {self.orphans}; run section {run}\nstderr tail:\n{self.stderr[-3000:]}")
+
 
 class Watch(io.StringIO):
     """A campaign's progress stream: its lines, and a callback at each one."""

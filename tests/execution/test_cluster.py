@@ -203,3 +203,61 @@ def test_conformance_units_on_ray_record_their_nodes(cluster, tmp_path):
     assert report.executor == "ray"
     assert [r.status for r in report.results] == ["pass"]
     assert report.results[0].node.startswith(cluster.host + ":")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in (e for e in os.listdir("/proc") if e.isdigit()):
+        try:
+            if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def _task_workers(cluster) -> list[int]:
+    """Ray worker processes of this cluster running a pallas-verify task now."""
+    raylets = [p.process.pid for node in cluster.nodes.list_all_nodes()
+               for p in node.all_processes.get("raylet", [])]
+    found = []
+    for raylet in raylets:
+        for pid in _children(raylet):
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::_task"):
+                    found.append(pid)
+            except OSError:
+                continue
+    return found
+
+
+def test_a_ray_worker_killed_mid_task_is_retried_never_a_finding_and_leaves_no_case_worker(cluster, tmp_path):
+    killed: dict[str, list[int]] = {}
+
+    def kill_a_task_worker() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            busy = [(pid, kids) for pid in _task_workers(cluster) if (kids := _children(pid))]
+            if busy:  # a task that has started its case workers
+                pid, kids = busy[0]
+                os.kill(pid, signal.SIGKILL)
+                killed.update(task=[pid], case_workers=kids)
+                return
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_a_task_worker)
+    killer.start()
+    report = fuzz(FuzzOptions(targets=(MUTANT, TWIN), backends=("interpret",), seed=5, slice_examples=2,
+                              executor="ray", workers=2, budget_s=300, max_slices=4, out_dir=tmp_path),
+                  stream=io.StringIO())
+    killer.join()
+    assert killed, "no task worker was seen running"
+    assert not [f for f in report.findings if f.kind in ("crash", "exception")], report.findings
+    assert ("mismatch", "rotated_index_map") in {(f.kind, f.kernel) for f in report.findings}
+    assert any(r["cause"] == "worker killed" for r in report.run["retried"]), report.run
+    deadline = time.monotonic() + 5
+    while any(Path(f"/proc/{pid}").exists() for pid in killed["case_workers"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in killed["case_workers"] if Path(f"/proc/{pid}").exists()
+            and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert not left, "the killed task's case workers outlived it"

@@ -1,0 +1,27 @@
+"""A cancelled CI job (SIGTERM) or Ctrl-C (SIGINT): the report keeps what finished, the
+exit status says the run was cut short (130) unless something was found (1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import faultcases
+
+pytestmark = pytest.mark.slow
+
+
+def test_sigterm_to_fuzz_keeps_the_findings_printed_before_it(staged):
+    outcome = staged(faultcases.CASES["fuzz_sigterm"])
+    assert outcome.exit == 1 and outcome.report["interrupted"] is True
+    assert outcome.printed  # the fault came after a finding, which the report kept
+    statuses = {r["status"] for k in outcome.report["kernels"] for r in k["results"].values()}
+    assert "skipped" not in statuses  # cells not run are not_reached, never skipped
+
+
+def test_sigterm_to_conformance_writes_its_matrix_and_exits_130(staged):
+    outcome = staged(faultcases.CASES["conformance_sigterm"])
+    assert outcome.exit == 130
+    cells = [r for k in outcome.report["kernels"] for r in k["results"].values()]
+    assert any(r["status"] == "pass" for r in cells)
+    unfinished = {r["reason"] for r in cells if r["status"] == "not_reached"}
+    assert unfinished and unfinished <= {"interrupted while it ran", "interrupted before it ran"}
