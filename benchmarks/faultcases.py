@@ -278,8 +278,10 @@ def two_campaigns(tmp: Path) -> Outcome:
                           and {(f["kind"], f["kernel"]) for f in report["findings"]} >= EXPECTED})
 
 
-def _terminated(name: str, args: list[str], when: str, *, stream: str) -> Callable[[Path], Outcome]:
-    """SIGTERM (a cancelled CI job) once a line starting with ``when`` is printed."""
+def _terminated(name: str, args: list[str], when: str, *, stream: str,
+                sig: signal.Signals = signal.SIGTERM) -> Callable[[Path], Outcome]:
+    """SIGTERM (a cancelled CI job) or SIGINT (Ctrl-C) once a line starting with ``when``
+    is printed."""
 
     def case(tmp: Path) -> Outcome:
         tag, started = Tagged(), time.perf_counter()
@@ -290,7 +292,7 @@ def _terminated(name: str, args: list[str], when: str, *, stream: str) -> Callab
         for line in pipe:
             seen.append(line)
             if line.startswith(when):
-                proc.send_signal(signal.SIGTERM)
+                proc.send_signal(sig)
                 break
         out, err = proc.communicate(timeout=300)
         text = "".join(seen) + (out if stream == "stdout" else err)
@@ -307,6 +309,9 @@ def _terminated(name: str, args: list[str], when: str, *, stream: str) -> Callab
     return case
 
 
+_FUZZ_FOREVER = ["fuzz", *SPECS, "--backends", "interpret", "--budget", "10m", "--workers", "2", "--slice-examples", "2",
+                 "--out", "out"]
+
 CASES: dict[str, Callable[[Path], Outcome]] = {
     "redis_killed": redis_killed,
     "redis_wrong_type": redis_wrong_type,
@@ -320,9 +325,8 @@ CASES: dict[str, Callable[[Path], Outcome]] = {
     "broken_spec_files": broken_spec_files,
     "bad_numbers": bad_numbers,
     "two_campaigns": two_campaigns,
-    "fuzz_sigterm": _terminated("SIGTERM to fuzz", ["fuzz", *SPECS, "--backends", "interpret", "--budget", "10m",
-                                                    "--workers", "2", "--slice-examples", "2", "--out", "out"],
-                                "[", stream="stderr"),
+    "fuzz_sigterm": _terminated("SIGTERM to fuzz", _FUZZ_FOREVER, "[", stream="stderr"),
+    "fuzz_sigint": _terminated("SIGINT to fuzz", _FUZZ_FOREVER, "[", stream="stderr", sig=signal.SIGINT),
     "conformance_sigterm": _terminated("SIGTERM to conformance", [
         "conformance", "--kernels", "scale_shift,ragged_add,softmax,matmul_f32", "--backends", "interpret",
         "--max-examples", "2", "--workers", "1", "--out", "out"], "[1/", stream="stdout"),

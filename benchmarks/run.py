@@ -34,6 +34,7 @@ class Scale:
       grid_points: grid sizes of the cost series.
       deadlock_mutants: which deadlocking mutants the deadlock section times (empty: all).
       cluster_units, night_budget_s: fuzz slices timed per executor; budget of each night.
+      faults: which faults the faults section stages (empty: all).
     """
 
     overhead_examples: int
@@ -50,6 +51,7 @@ class Scale:
     deadlock_mutants: tuple[str, ...] = ()
     cluster_units: int = 12
     night_budget_s: float = 120.0
+    faults: tuple[str, ...] = ()
 
 
 SCALES: dict[str, Scale] = {
@@ -60,7 +62,7 @@ SCALES: dict[str, Scale] = {
                   metamorphic_examples=1, budget_s=8.0, case_timeout_s=5.0,
                   mutants=("rotated_index_map", "read_before_wait"), scaling_examples=1, scaling_specs=1,
                   grid_points=(1, 2), deadlock_mutants=("deadlock_semaphore",), cluster_units=6,
-                  night_budget_s=120.0),
+                  night_budget_s=120.0, faults=("out_dev_null", "bad_numbers")),
 }
 
 
@@ -107,6 +109,12 @@ def _cluster(scale: Scale) -> dict[str, Any]:
     return cluster(units=scale.cluster_units, budget_s=scale.night_budget_s)
 
 
+def _faults(scale: Scale) -> dict[str, Any]:
+    from benchmarks.faults import faults
+
+    return faults(only=scale.faults)
+
+
 #: Section name -> (runner, keys lifted to the top level of results.json).
 SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] = {
     "overhead": (_overhead, ("overhead_ratio", "overhead_ratio_in_process")),
@@ -118,6 +126,7 @@ SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] =
     "scaling": (_scaling, ("examples_per_s",)),
     "cost": (_cost, ("recommended_max_grid_points",)),
     "cluster": (_cluster, ("ray_overhead_ratio", "night1_find_s", "night2_refind_s")),
+    "faults": (_faults, ("faults_tried", "faults_survived")),
 }
 
 

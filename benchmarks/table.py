@@ -24,6 +24,7 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
     ("ray_overhead_ratio", "Ray executor / local executor, equal parallelism", "<= 1.15"),
     ("night1_find_s", "night 1: seconds to find the planted bug", ""),
     ("night2_refind_s", "night 2: seconds to re-find it from the shared Redis database", ""),
+    ("faults_survived", "faults survived (report written, no false finding, none lost, no orphan)", "all tried"),
 )
 
 
@@ -81,6 +82,19 @@ def _costs(cost: dict[str, Any]) -> list[str]:
     return _rows(("backend", "cold run (s)", "warm run"), rows)
 
 
+def _faults(faults: dict[str, Any]) -> list[str]:
+    per = faults.get("per_fault", {})
+    rows = []
+    for name, r in per.items():
+        if "skipped" in r:
+            rows.append((name, "skipped", "-", r["skipped"][:70]))
+            continue
+        failed = [k for k, ok in r["checks"].items() if not ok]
+        rows.append((name, "survived" if r["survived"] else "FAILED", f"{r['seconds']:.1f} s",
+                     f"exit {r['exit']}" + (f"; failed: {', '.join(failed)}" if failed else "")))
+    return _rows(("fault", "verdict", "wall", "detail"), rows) if rows else []
+
+
 def render(results: dict[str, Any]) -> str:
     """Headline figures with their targets, then per-mutant times and per-backend costs."""
     m = results.get("machine", {})
@@ -89,7 +103,7 @@ def render(results: dict[str, Any]) -> str:
     lines += _rows(("figure", "value", "target"),
                    [(label, _fmt(results.get(key)), target) for key, label, target in HEADLINES if key in results])
     for block in (_mutants(results.get("detection", {})), _deadlocks(results.get("deadlock", {})),
-                  _costs(results.get("cost", {}))):
+                  _costs(results.get("cost", {})), _faults(results.get("faults", {}))):
         if block:
             lines += ["", *block]
     return "\n".join(lines)

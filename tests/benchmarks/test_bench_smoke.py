@@ -18,6 +18,7 @@ from benchmarks import (
     cost,
     deadlock,
     detection,
+    faults,
     machine,
     overhead,
     run,
@@ -159,3 +160,14 @@ def test_baselines_run_on_the_executor_and_a_hang_is_killed_at_the_per_case_limi
         assert pool.running() == []  # the hung worker was stopped
         found = detection._baseline(pool, by_name["rotated_index_map"], "hlo_grid", settings, progress)
     assert found["found"] is True and _positive(found["seconds"]) and found["examples"] >= 1
+
+
+def test_faults_section_stages_faults_and_says_what_survived_and_what_each_cost() -> None:
+    result = faults.faults(only=("out_dev_null", "bad_numbers"))
+    assert result["faults_tried"] == 2 and result["faults_survived"] == 2
+    for name in ("out_dev_null", "bad_numbers"):
+        row = result["per_fault"][name]
+        assert row["survived"] is True and row["exit"] == 2 and _positive(row["seconds"])
+        assert row["checks"]["refused_with_exit_2"] and row["checks"]["no_orphan"]
+    text = table.render({"faults_survived": 2, "faults": result})
+    assert "faults survived" in text and "out_dev_null  survived" in text

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -152,23 +151,12 @@ def _check_reports(out: Path) -> dict:
 def test_fuzz_over_the_catalog_writes_json_junit_and_html(tmp_path):
     started = time.monotonic()
     done = _run(["fuzz", "--budget", "90s", "--out", "out", "--workers", "2", "--slice-examples", "2"], tmp_path, 400)
-    assert done.returncode in (0, 1), done.stderr
     data = _check_reports(tmp_path / "out")
+    cells = [r for k in data["kernels"] for r in k["results"].values()]
+    unreached = [r for r in cells if r["status"] == "not_reached"]
+    assert done.returncode == (1 if data["findings"] else 4 if unreached else 0), done.stderr
+    assert {r["reason"] for r in unreached} <= {"the budget ran out before it ran",
+                                                "the budget ran out while its first unit ran"}
     assert not data["interrupted"]
     assert sum(r["examples"] for k in data["kernels"] for r in k["results"].values()) > 0
     assert time.monotonic() - started < 90 + 30 + 60  # budget + grace + start-up
-
-
-@pytest.mark.slow
-def test_fuzz_interrupted_by_sigint_still_writes_its_report(tmp_path):
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.Popen([*PV, "fuzz", "--budget", "10m", "--out", "out", "--workers", "2",
-                             "--slice-examples", "2"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    time.sleep(45)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode in (0, 1), err
-    data = _check_reports(tmp_path / "out")
-    assert data["interrupted"] is True
-    assert "(interrupted)" in err

@@ -10,8 +10,9 @@ from benchmarks import faultcases
 pytestmark = pytest.mark.slow
 
 
-def test_sigterm_to_fuzz_keeps_the_findings_printed_before_it(staged):
-    outcome = staged(faultcases.CASES["fuzz_sigterm"])
+@pytest.mark.parametrize("name", ["fuzz_sigterm", "fuzz_sigint"])
+def test_a_signal_to_fuzz_keeps_the_findings_printed_before_it(staged, name):
+    outcome = staged(faultcases.CASES[name])
     assert outcome.exit == 1 and outcome.report["interrupted"] is True
     assert outcome.printed  # the fault came after a finding, which the report kept
     statuses = {r["status"] for k in outcome.report["kernels"] for r in k["results"].values()}
