@@ -309,6 +309,30 @@ def _terminated(name: str, args: list[str], when: str, *, stream: str,
     return case
 
 
+def driver_killed(tmp: Path) -> Outcome:
+    """The driver itself SIGKILLed (an OOM kill, a runner lost) after its first unit: the
+    report written after that unit stays, its workers do not outlive it, the lock goes."""
+    from pallas_verify.campaigns.output import CampaignOutput
+
+    tag, started = Tagged(), time.perf_counter()
+    proc = start_cli(_FUZZ_FOREVER, cwd=tmp, env=tag.env())
+    wait_for(lambda: read_report(tmp / "out") is not None, 180, "the first report")
+    printed = Watch()
+    proc.kill()
+    _, err = proc.communicate(timeout=60)
+    printed.write(err)
+    report = read_report(tmp / "out")
+    try:
+        with CampaignOutput(tmp / "out", command="fuzz"):
+            released = True
+    except Exception:
+        released = False
+    return Outcome(fault="driver SIGKILLed", exit=proc.returncode, seconds=time.perf_counter() - started,
+                   report=report, stderr="", expected=frozenset(), orphans=tag.orphans(),
+                   extra={"report_of_the_run_so_far": bool(report) and report["run"]["finished"] is False,
+                          "lock_released": released})
+
+
 _FUZZ_FOREVER = ["fuzz", *SPECS, "--backends", "interpret", "--budget", "10m", "--workers", "2", "--slice-examples", "2",
                  "--out", "out"]
 
@@ -327,6 +351,7 @@ CASES: dict[str, Callable[[Path], Outcome]] = {
     "two_campaigns": two_campaigns,
     "fuzz_sigterm": _terminated("SIGTERM to fuzz", _FUZZ_FOREVER, "[", stream="stderr"),
     "fuzz_sigint": _terminated("SIGINT to fuzz", _FUZZ_FOREVER, "[", stream="stderr", sig=signal.SIGINT),
+    "driver_killed": driver_killed,
     "conformance_sigterm": _terminated("SIGTERM to conformance", [
         "conformance", "--kernels", "scale_shift,ragged_add,softmax,matmul_f32", "--backends", "interpret",
         "--max-examples", "2", "--workers", "1", "--out", "out"], "[1/", stream="stdout"),

@@ -26,3 +26,9 @@ def test_sigterm_to_conformance_writes_its_matrix_and_exits_130(staged):
     assert any(r["status"] == "pass" for r in cells)
     unfinished = {r["reason"] for r in cells if r["status"] == "not_reached"}
     assert unfinished and unfinished <= {"interrupted while it ran", "interrupted before it ran"}
+
+
+def test_a_driver_killed_outright_leaves_its_last_report_no_worker_and_no_lock(staged):
+    outcome = staged(faultcases.driver_killed)
+    assert outcome.exit == -9
+    assert outcome.report["run"]["units"] >= 1 and outcome.report["run"]["finished"] is False
