@@ -81,3 +81,40 @@ def test_each_kernel_has_its_own_key_so_a_passing_kernel_keeps_anothers_failure(
                    database=db, static=False)
     assert not clean.findings
     assert {k: set(v) for k, v in db.data.items() if k in saved} == saved  # still there for tomorrow
+
+
+def _mismatch_with(database) -> list[str]:
+    from pallas_verify.engine import verify
+    from pallas_verify.loader import load_spec
+
+    report = verify(load_spec(MUTANTS + "rotated_index_map_spec"), ["interpret"], 2, 1, out_dir="pv-out-db",
+                    database=database, static=False)
+    return [f.kind for f in report.findings]
+
+
+def test_garbage_redis_members_are_skipped(server, tmp_path, monkeypatch):
+    import redis
+
+    monkeypatch.chdir(tmp_path)
+    notes: list[str] = []
+    assert _mismatch_with(example_database(server.url, notes, fallback=tmp_path / "local")) == ["mismatch"]
+    client = redis.Redis.from_url(server.url)
+    keys = client.keys("hypothesis-example:*")
+    assert keys
+    for key in keys:
+        client.sadd(key, b"\xff\x00garbage", b"")
+    assert _mismatch_with(example_database(server.url, notes, fallback=tmp_path / "local")) == ["mismatch"]
+    assert notes == []  # nothing degraded: Hypothesis skipped what it could not decode
+
+
+def test_a_corrupt_directory_database_is_skipped(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    notes: list[str] = []
+    folder = tmp_path / "hypothesis"
+    assert _mismatch_with(example_database(str(folder), notes)) == ["mismatch"]
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    assert files
+    for path in files:
+        path.write_bytes(b"\xff\x00not an example")
+    (folder / "stray-file-where-a-key-folder-goes").write_text("x")
+    assert _mismatch_with(example_database(str(folder), notes)) == ["mismatch"]
