@@ -90,7 +90,7 @@ def _faults(faults: dict[str, Any]) -> list[str]:
             rows.append((name, "skipped", "-", r["skipped"][:70]))
             continue
         failed = [k for k, ok in r["checks"].items() if not ok]
-        rows.append((name, "survived" if r["survived"] else "FAILED", f"{r['seconds']:.1f} s",
+        rows.append((name, "survived" if r["survived"] else "FAILED", f"{r['wall_s']:.1f} s",
                      f"exit {r['exit']}" + (f"; failed: {', '.join(failed)}" if failed else "")))
     return _rows(("fault", "verdict", "wall", "detail"), rows) if rows else []
 

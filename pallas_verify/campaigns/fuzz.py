@@ -80,7 +80,6 @@ class _Run:
     kept: dict[str, Finding] = dataclasses.field(default_factory=dict)  # signature -> finding, in order
     provisional: set[str] = dataclasses.field(default_factory=set)  # signatures not shrunk yet
     cell_of: dict[int, Cell] = dataclasses.field(default_factory=dict)  # running slice uid -> its cell
-    started: set[Cell] = dataclasses.field(default_factory=set)
     losses: dict[Cell, int] = dataclasses.field(default_factory=dict)  # lost in a row
     lost: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     notes: dict[str, list[Any]] = dataclasses.field(default_factory=dict)  # key -> [first text, count]
@@ -111,7 +110,6 @@ class _Run:
                             "shrink_s": min(self.options.shrink_budget_s, max(5.0, min(60.0, remaining / 2))),
                             "database": self.database})
         self.cell_of[work.uid] = cell
-        self.started.add(cell)
         return work
 
     @property
@@ -123,10 +121,12 @@ class _Run:
     def absorb(self, arrival: Arrival) -> None:
         """Fold one arrival of a slice into the run, as soon as it arrives."""
         cell, result = self.cell_of[arrival.work.uid], arrival.result
-        if isinstance(result, Found):
-            self.keep(result.finding, provisional=True)
+        if isinstance(result, Found):  # the cell failed already, whatever becomes of its unit
+            found = result.finding
+            self.keep(found, provisional=True)
+            reason = f"static {found.kind}" if found.backend == "static" else found.kind
             self._cell_result(cell, BackendResult(kernel=cell.kernel, backend=cell.backend, status="fail",
-                                                  reason=result.finding.kind, node=arrival.node))
+                                                  reason=reason, transform=found.transform, node=arrival.node))
             return
         del self.cell_of[arrival.work.uid]
         self.finished += 1
