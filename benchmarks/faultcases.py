@@ -316,7 +316,8 @@ def driver_killed(tmp: Path) -> Outcome:
 
     tag, started = Tagged(), time.perf_counter()
     proc = start_cli(_FUZZ_FOREVER, cwd=tmp, env=tag.env())
-    wait_for(lambda: read_report(tmp / "out") is not None, 180, "the first report")
+    wait_for(lambda: ((read_report(tmp / "out") or {}).get("run") or {}).get("units", 0) >= 1, 180,
+             "the report after the first unit")
     printed = Watch()
     proc.kill()
     _, err = proc.communicate(timeout=60)

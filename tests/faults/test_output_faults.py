@@ -53,5 +53,6 @@ def test_the_lock_is_released_when_its_holder_exits_however_it_exits(tmp_path: P
         CampaignOutput(tmp_path, command="fuzz").__enter__()
     holder.kill()  # SIGKILL: no clean-up ran
     holder.wait()
+    holder.stdout.close()
     with CampaignOutput(tmp_path, command="conformance") as out:
         assert out.write.__self__ is out
