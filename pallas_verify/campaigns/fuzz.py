@@ -254,9 +254,9 @@ def fuzz(options: FuzzOptions, *, stream: TextIO | None = None) -> Report:
     from pallas_verify.campaigns.stop import StopOnSignal
 
     stream = stream or sys.stderr
-    started = time.monotonic()
+    began = time.monotonic()
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
-    with CampaignOutput(options.out_dir, command="fuzz", stream=stream) as out:
+    with CampaignOutput(options.out_dir, command="fuzz", stream=stream) as out, StopOnSignal() as stop:
         report = Report(seed=seed, profile="dev", executor=options.executor)
         if options.db is not None:
             check_database(options.db)
@@ -271,9 +271,10 @@ def fuzz(options: FuzzOptions, *, stream: TextIO | None = None) -> Report:
             stream.write(f"pallas-verify fuzz: seed={seed}, {len(cells)} cells, executor {options.executor} with "
                          f"{executor.slots()} slots, budget {options.budget_s:.0f} s, "
                          f"{len(replays.queue)} known findings to replay\n")
-            with StopOnSignal() as stop:
-                running = _loop(run, units, replays, out, started, stop)
-        final = run.assemble(time.monotonic() - started, final=True, units=units, running=running)
+            # The budget is the search's: importing the spec files (each within min(budget,
+            # IMPORT_LIMIT_S)) and planning come before it.
+            running = _loop(run, units, replays, out, time.monotonic(), stop, began)
+        final = run.assemble(time.monotonic() - began, final=True, units=units, running=running)
         _tidy(options.out_dir / "tmp", final)
         written = out.write(final)
     where = f"report: {out.paths()['html']}" if written else f"report NOT written ({out.error})"
@@ -295,16 +296,18 @@ def _tidy(tmp: Path, report: Report) -> None:
         tmp.rmdir()
 
 
-def _loop(run: _Run, units: Units, replays: Replays, out: CampaignOutput, started: float, stop: Any) -> set[Cell]:
-    """Hand units out until the budget is spent (plus a grace for running ones), the
-    slices run out, every cell retired, or a stop; then cancel what still runs. The cells
-    of the units cancelled."""
+def _loop(run: _Run, units: Units, replays: Replays, out: CampaignOutput, started: float, stop: Any,
+          began: float | None = None) -> set[Cell]:
+    """Hand units out until the budget (from ``started``) is spent (plus a grace for
+    running ones), the slices run out, every cell retired, or a stop; then cancel what
+    still runs. The cells of the units cancelled. ``began``: when the run began."""
+    began = started if began is None else began
     budget = run.options.budget_s
     grace = max(5.0, min(60.0, budget * 0.1))
     cells = run.order()
     held: list[Cell] = []
     try:
-        while True:
+        while not stop.requested:
             elapsed = time.monotonic() - started
             if elapsed < budget:
                 _assign(run, units, replays, cells, held, budget - elapsed)
@@ -320,13 +323,12 @@ def _loop(run: _Run, units: Units, replays: Replays, out: CampaignOutput, starte
                 else:
                     run.absorb(arrival)
             if arrived:
-                out.write(run.assemble(time.monotonic() - started, final=False, units=units))
+                out.write(run.assemble(time.monotonic() - began, final=False, units=units))
             run.show(elapsed)
-            if stop.requested:
-                run.stop, run.ended = stop.requested, "stop"
-                break
     finally:
         cancelled = units.cancel()
+    if stop.requested:  # checked after a poll's arrivals were kept
+        run.stop, run.ended = stop.requested, "stop"
     return {run.cell_of.pop(w.uid) for w in cancelled if w.uid in run.cell_of}
 
 

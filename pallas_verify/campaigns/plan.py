@@ -30,7 +30,9 @@ class FuzzOptions:
         () = the bundled catalog and upstream wrappers.
       kernels: fnmatch pattern over spec names; default "*".
       backends: backend names; default None = every available backend.
-      budget_s: wall-time budget in seconds; default 1800.
+      budget_s: wall-time budget of the search in seconds (importing the spec files and
+        planning come before it; each import gets at most min(budget_s, IMPORT_LIMIT_S));
+        default 1800.
       out_dir: reports, reproducers and the failure database; default "pv-fuzz".
       workers: units in flight (worker processes, or Ray tasks); default 2. None: the
         executor's own (the Ray cluster's CPU count; 1 locally).
