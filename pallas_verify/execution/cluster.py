@@ -113,12 +113,15 @@ class RayExecutor(Executor):
                 # threaded process does not apply to a child that execs at once.
                 warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
                 self._ray.init(address=target, **kwargs)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+        except (ConnectionError, RuntimeError, ValueError, self._ray.exceptions.RayError) as exc:
+            why = _first(exc).split(". ")[0]
             if target == "local":
-                raise InvalidArgument(f"ray_address=None: could not start a local Ray instance ({exc}); start "
+                raise InvalidArgument(f"ray_address=None: could not start a local Ray instance ({why}); start "
                                       "one with `ray start --head` and pass --ray-address HOST:6379.") from None
-            raise InvalidArgument(f"ray_address={address!r}: cannot join the Ray cluster ({exc}); start it "
-                                  "with `ray start --head` or pass its address, e.g. --ray-address HOST:6379.") from None
+            raise InvalidArgument(f"ray_address={address!r}: cannot join the Ray cluster ({why}); start it "
+                                  "with `ray start --head` or pass its address, e.g. --ray-address HOST:6379; a "
+                                  "token-protected cluster also needs RAY_AUTH_MODE=token and its token "
+                                  "(RAY_AUTH_TOKEN_PATH, see docs/cluster.md).") from None
 
     # -- capacity and placement ------------------------------------------------------------
 
