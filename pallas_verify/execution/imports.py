@@ -13,6 +13,7 @@ reports it as usual (``loader``).
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from pallas_verify.case import Outcome
 from pallas_verify.execution.isolation import Worker
@@ -31,6 +32,9 @@ def check_import(ref: str, *, limit_s: float, worker: Worker | None = None) -> s
     ``IMPORT_IDLE_S`` is stopped sooner. ``worker``: the process to import in (a fresh
     one, closed after, by default; a shared one then keeps the module loaded).
     """
+    where = ref.split("::")[0]
+    if where.endswith(".py") and not Path(where).is_file():
+        return None  # nothing to run: the driver's own import says it does not exist
     own = worker is None
     worker = worker or Worker(timeout_s=limit_s)
     try:
@@ -41,7 +45,6 @@ def check_import(ref: str, *, limit_s: float, worker: Worker | None = None) -> s
             worker.close()
     if not isinstance(answer, Outcome):
         return None
-    where = ref.split("::")[0]
     if answer.timed_out:
         return (f"spec file {where!r} did not finish importing ({answer.diagnostics}); it hangs at import "
                 "(waiting on input, a lock or the network?): fix the file and run again.")
