@@ -26,6 +26,7 @@ from pallas_verify.campaigns.units import (
     Skipped,
     Units,
     device_shortfall,
+    write_notes,
 )
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution import Executor, Work
@@ -238,7 +239,7 @@ class _Matrix:
 
     def account(self, units: Units) -> dict[str, Any]:
         return {"units": len(self.parts), "retried": units.retried, "lost": self.lost,
-                "notes": self.notes + [f"could not write {e}" for e in units.write_errors]}
+                "notes": self.notes + write_notes(units.write_errors)}
 
 
 def _unfinished(spec: KernelSpec, names: list[str], reason: str, found: list[Finding]) -> Report:

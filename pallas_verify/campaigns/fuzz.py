@@ -49,6 +49,7 @@ from pallas_verify.campaigns.units import (
     Reported,
     Skipped,
     Units,
+    write_notes,
 )
 from pallas_verify.execution import Work
 from pallas_verify.findings import Finding
@@ -230,7 +231,7 @@ class _Run:
         report.run = {"finished": final, "ended": self.ended if final else "running", "units": self.finished,
                       "slices": self.slices, "retried": units.retried, "lost": self.lost,
                       "notes": [text + (f" [{n} units]" if n > 1 else "") for text, n in self.notes.values()]
-                      + [f"could not write {e}" for e in units.write_errors]}
+                      + write_notes(units.write_errors)}
         return report
 
     def _why_not(self, cell: Cell, final: bool, running: bool) -> str:

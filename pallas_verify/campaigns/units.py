@@ -45,7 +45,7 @@ from pallas_verify.findings import Finding
 from pallas_verify.reports.report import Report, finding_dict, finding_from_dict
 
 __all__ = ["LOST_CAUSES", "MAX_ATTEMPTS", "Arrival", "Found", "Invalid", "Lost", "Replayed", "Reported", "Skipped",
-           "Units", "device_shortfall", "judge", "replay_unit", "run_slice", "run_spec"]
+           "Units", "device_shortfall", "judge", "replay_unit", "run_slice", "run_spec", "write_notes"]
 
 #: Attempts a unit gets when the infrastructure fails it (the first included).
 MAX_ATTEMPTS = 3
@@ -244,7 +244,7 @@ class Units:
         self.executor, self.into, self.flat = executor, Path(into), flat
         self.attempts: dict[int, int] = {}
         self.retried: list[dict[str, Any]] = []  # every retry: unit, cause, message, attempt
-        self.write_errors: list[str] = []  # reproducers the driver could not write, and why
+        self.write_errors: list[str] = []  # what the driver could not write or read, and why
 
     def submit(self, work: Work) -> None:
         self.attempts.setdefault(work.uid, 1)
@@ -267,7 +267,10 @@ class Units:
         out = []
         for item in self.executor.poll(timeout_s):
             if isinstance(item, Update):
-                out.append(Arrival(item.work, Found(self._finding(item.work, item.value)), item.node))
+                try:
+                    out.append(Arrival(item.work, Found(self._finding(item.work, item.value)), item.node))
+                except (KeyError, TypeError, ValueError) as exc:  # the tool's error: said, never fatal
+                    self.write_errors.append(f"an update of {item.work.tag} that could not be read ({exc!r})")
                 continue
             result = self._decode(item)
             attempt = self.attempts.get(item.work.uid, 1)
@@ -293,7 +296,10 @@ class Units:
             return Replayed(str(value["verdict"]))
         if "report" not in value:
             return Lost("internal error", f"the unit returned {type(done.value).__name__}, not a report")
-        report = Report.from_dict(value["report"])
+        try:
+            report = Report.from_dict(value["report"])
+        except (KeyError, TypeError, ValueError) as exc:
+            return Lost("internal error", f"the unit's report could not be read: {exc!r}")
         files = self._files(done.work, value.get("files", {}))
         report.findings = [self._placed(f, files) for f in report.findings]
         return Reported(report, tuple(value.get("notes", ())))
@@ -324,3 +330,11 @@ class Units:
         name = Path(finding.reproducer).name
         here = files.get(name) if Path(name).with_suffix(".npz").name in files else None
         return dataclasses.replace(finding, reproducer=str(here) if here else None)
+
+
+def write_notes(errors: list[str]) -> list[str]:
+    """The run section's note for what the driver could not write: one line, with a count."""
+    if not errors:
+        return []
+    more = f" and {len(errors) - 1} more" if len(errors) > 1 else ""
+    return [f"could not write or read on this host: {errors[0]}{more}"]
