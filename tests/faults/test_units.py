@@ -220,3 +220,25 @@ def test_a_provisional_finding_is_replaced_by_the_shrunk_one_and_kept_if_none_co
     run.keep(dataclasses.replace(early, kind="mismatch"), provisional=True)  # no shrunk one follows
     assert [f.kind for f in run.kept.values()] == ["timeout", "mismatch"]
     assert len(list((tmp_path / "db").glob("*.json"))) == 2
+
+
+def test_a_conformance_unit_lost_to_the_infrastructure_leaves_its_cells_not_reached_never_failed(tmp_path):
+    from pallas_verify.campaigns.conformance import run_conformance
+    from pallas_verify.exits import campaign_status
+    from pallas_verify.loader import load_spec
+
+    mutants = "reference_kernels.mutants.grid:"
+    died = Failure(cause="died", message="the worker process running the unit was killed by signal SIGKILL")
+    executor = _Scripted({"block_copy": [died] * MAX_ATTEMPTS, "rotated_index_map": [_shipped("rotated_index_map")]})
+    written: list[Report] = []
+    report = run_conformance([load_spec(mutants + "block_copy_spec"), load_spec(mutants + "rotated_index_map_spec")],
+                             backends="interpret", out_dir=tmp_path, progress=lambda _: None, executor=executor,
+                             write=written.append)
+    cells = {r.kernel: r for r in report.results}
+    assert cells["block_copy"].status == "not_reached"
+    assert cells["block_copy"].reason.startswith("its unit was lost (worker killed, 3 attempts): ")
+    assert cells["rotated_index_map"].status == "fail"
+    assert [f.kernel for f in report.findings] == ["rotated_index_map"]  # nothing charged to block_copy
+    assert [u["cause"] for u in report.run["lost"]] == ["worker killed"] and len(report.run["retried"]) == 2
+    assert campaign_status(report) == 1
+    assert written and written[-1].run["finished"] is False  # a report after every unit
