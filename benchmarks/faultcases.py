@@ -46,9 +46,10 @@ def _status(report: object) -> int:
     return campaign_status(report)
 
 
-def _run_here(name: str, tmp: Path, body: Callable[[Watch], object], watch: Watch, **outcome: object) -> Outcome:
+def _run_here(name: str, tmp: Path, body: Callable[[Watch], object], watch: Watch, *, tag: Tagged | None = None,
+              **outcome: object) -> Outcome:
     """Run ``body`` (a campaign in this process, tagged); the Outcome of its out folder."""
-    tag, started = Tagged(), time.perf_counter()
+    tag, started = tag or Tagged(), time.perf_counter()
     with tag.here():
         report = body(watch)
     seconds = time.perf_counter() - started
@@ -233,6 +234,48 @@ def worker_killed(tmp: Path) -> Outcome:
     return outcome
 
 
+def ray_worker_killed(tmp: Path) -> Outcome:
+    """SIGKILL of the Ray worker process running a slice (``ray::_task``), on a private
+    local Ray instance: retried, never a finding, its case workers gone with it."""
+    tag, killed = Tagged(), []
+
+    def kill_a_task_worker() -> None:
+        def busy() -> list[int]:
+            return [pid for pid in tag.alive() if _command(pid).startswith(b"ray::_task") and _children_of(pid)]
+
+        wait_for(busy, 180, "a Ray task running a slice")
+        pid = busy()[0]
+        killed.append((pid, _children_of(pid)))
+        os.kill(pid, signal.SIGKILL)
+
+    in_thread(kill_a_task_worker)
+    outcome = _run_here("SIGKILL of a Ray task's worker", tmp, lambda w: fuzz_here(tmp / "out", stream=w,
+                                                                                  executor="ray"), Watch(), tag=tag)
+    retried = (outcome.report or {}).get("run", {}).get("retried", [])
+    outcome.extra = {"killed": bool(killed), "retried_not_charged": any(r["cause"] == "worker killed" for r in retried),
+                     "case_workers_gone": bool(killed) and not any(Path(f"/proc/{p}").exists() and _command(p)
+                                                                   for p in killed[0][1])}
+    return outcome
+
+
+def _command(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for entry in (e for e in os.listdir("/proc") if e.isdigit()):
+        try:
+            if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
 def broken_spec_files(tmp: Path) -> Outcome:
     """Spec files that exit, abort and hang at import, beside good ones."""
     for name, text in BAD_IMPORTS.items():
@@ -347,6 +390,7 @@ CASES: dict[str, Callable[[Path], Outcome]] = {
     "disk_full_mid_run": disk_full_mid_run,
     "hang_short_budget": hang_short_budget,
     "worker_killed": worker_killed,
+    "ray_worker_killed": ray_worker_killed,
     "broken_spec_files": broken_spec_files,
     "bad_numbers": bad_numbers,
     "two_campaigns": two_campaigns,
