@@ -3,8 +3,8 @@
 The result is the feature x backend matrix: one cell per (kernel, backend[, transform]),
 each pass, fail (with the finding), unsupported (with the reason), skipped (backend not
 available here, or not for the kernel's platforms, with the reason) or, when the run did
-not get to it, not reached (interrupted, or its unit lost to the infrastructure: never
-charged to the kernel; see ``campaigns.units``).
+not get to it, interrupted (a signal stopped the run) or not reached (its unit lost to the
+infrastructure: never charged to the kernel; see ``campaigns.units``).
 """
 
 from __future__ import annotations
@@ -86,6 +86,7 @@ def run_conformance(
     executor: Executor | None = None,
     generated_s: float = 0.0,
     write: Callable[[Report], Any] | None = None,
+    status: Callable[[int, Sequence[str]], Any] | None = None,
 ) -> Report:
     """Verify each spec on each backend; the Report's results are the matrix.
 
@@ -93,8 +94,9 @@ def run_conformance(
     cell's node); without, the specs run one after another in this process. With
     ``generated_s`` > 0, a smith campaign of that many seconds adds the "generated
     programs" row (programs run, pass, divergences per TPU-capable backend). ``write``
-    is called with the report so far after every unit (``campaigns.output``). SIGINT and
-    SIGTERM stop the units run on an executor cleanly (``report.interrupted``).
+    is called with the report so far after every unit (``campaigns.output``); ``status``
+    (if given) hears, while units run, how many kernels finished and which run now. SIGINT
+    and SIGTERM stop the units run on an executor cleanly (``report.interrupted``).
     """
     from pallas_verify.backends import registry
 
@@ -104,7 +106,7 @@ def run_conformance(
     if executor is not None:
         report.executor = executor.name
         _run_units(specs, names, max_examples, profile, Path(out_dir) / "repro", executor, report, progress,
-                   write or (lambda _: None))
+                   write or (lambda _: None), status)
     else:
         _run_here(specs, names, max_examples, profile, Path(out_dir) / "repro", report, progress)
     if generated_s > 0 and not report.interrupted:
@@ -145,7 +147,7 @@ def _generated_row(names: Sequence[str], budget_s: float, out_dir: Path, progres
 
 def _run_units(specs: Sequence[KernelSpec], names: list[str], max_examples: int, profile: str, repro: Path,
                executor: Executor, report: Report, progress: Callable[[str], Any],
-               write: Callable[[Report], Any]) -> None:
+               write: Callable[[Report], Any], status: Callable[[int, Sequence[str]], Any] | None = None) -> None:
     """Every spec as a unit on ``executor``; parts merged in spec order as they come back."""
     from pallas_verify.campaigns.stop import StopOnSignal
     from pallas_verify.loader import spec_ref
@@ -171,6 +173,8 @@ def _run_units(specs: Sequence[KernelSpec], names: list[str], max_examples: int,
                     line = run.absorb(arrival, units)
                     if line:
                         progress(line + (f" (on {arrival.node})" if arrival.node and executor.name != "local" else ""))
+                if status is not None:
+                    status(len(run.parts), [w.tag for w in units.running()])
                 if arrived:
                     snapshot = run.assemble()
                     snapshot.run = {**run.account(units), "finished": False}
@@ -178,7 +182,7 @@ def _run_units(specs: Sequence[KernelSpec], names: list[str], max_examples: int,
         finally:
             running = {w.tag for w in units.cancel()}
     report.interrupted = stop.requested is not None
-    run.finish(running, interrupted=report.interrupted)
+    run.finish(running, stop.requested)
     report.merge(run.assemble())
     report.run = {**run.account(units), "finished": True}
 
@@ -221,13 +225,14 @@ class _Matrix:
         self.parts[spec.name] = part
         return f"[{len(self.parts)}/{len(self.specs)}] {spec.name}: {tally(part.results)}"
 
-    def finish(self, running: set[str], *, interrupted: bool) -> None:
-        """Parts for the specs that never finished: interrupted while running, or before."""
+    def finish(self, running: set[str], signame: str | None) -> None:
+        """Parts for the specs that never finished: stopped while running, or before."""
         for spec in self.specs:
             if spec.name not in self.parts:
-                why = "interrupted while it ran" if spec.name in running else "interrupted before it ran"
-                self.parts[spec.name] = _unfinished(spec, self.names, why if interrupted else "not run",
-                                                    self.found.pop(spec.name, []))
+                when = "while it ran" if spec.name in running else "before it ran"
+                why = f"stopped by {signame} {when}" if signame else "not run"
+                self.parts[spec.name] = _unfinished(spec, self.names, why, self.found.pop(spec.name, []),
+                                                    status="interrupted" if signame else "not_reached")
 
     def assemble(self) -> Report:
         """The report so far: finished parts, and placeholders for the rest."""
@@ -242,12 +247,14 @@ class _Matrix:
                 "notes": self.notes + write_notes(units.write_errors)}
 
 
-def _unfinished(spec: KernelSpec, names: list[str], reason: str, found: list[Finding]) -> Report:
-    """A spec whose unit did not finish: its cells not reached, for ``reason``, but failed
-    where a finding it sent before it ended showed (those findings are kept)."""
+def _unfinished(spec: KernelSpec, names: list[str], reason: str, found: list[Finding], *,
+                status: Any = "not_reached") -> Report:
+    """A spec whose unit did not finish: its cells ``status`` (not reached, or interrupted),
+    for ``reason``, but failed where a finding it sent before it ended showed (those
+    findings are kept)."""
     part = Report(backends=names, kernels=[kernel_entry(spec)], findings=list(found))
     for name in names:
-        for cell in unrun_results(spec, name, "not_reached", reason):
+        for cell in unrun_results(spec, name, status, reason):
             kinds = [f.kind for f in found if f.backend in (name, "static") and f.transform == cell.transform]
             part.results.append(dataclasses.replace(cell, status="fail", reason=join_reasons(kinds)) if kinds else cell)
     return part

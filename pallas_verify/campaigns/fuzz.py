@@ -226,7 +226,8 @@ class _Run:
         planned = {(r.kernel, cell_key(r)) for r in report.results}
         report.results += [r for key, r in self.done.items() if key not in planned]
         for cell in (c for c in self.cells if (c.kernel, c.backend) not in self.reached()):
-            report.results.append(BackendResult(kernel=cell.kernel, backend=cell.backend, status="not_reached",
+            status = "interrupted" if final and self.stop and cell not in self.retired else "not_reached"
+            report.results.append(BackendResult(kernel=cell.kernel, backend=cell.backend, status=status,
                                                 reason=self._why_not(cell, final, cell in running)))
         report.run = {"finished": final, "ended": self.ended if final else "running", "units": self.finished,
                       "slices": self.slices, "retried": units.retried, "lost": self.lost,
@@ -239,7 +240,7 @@ class _Run:
             return self.retired[cell]
         if not final:
             return "not reached yet"
-        end = {"stop": f"interrupted ({self.stop})", "budget": "the budget ran out",
+        end = {"stop": f"stopped by {self.stop}", "budget": "the budget ran out",
                "slices": "the run's slices (max_slices) ran out"}.get(self.ended, "the run ended")
         return f"{end} while its first unit ran" if running else f"{end} before it ran"
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["BackendResult", "Report", "cell_key", "finding_dict", "finding_from_dict", "join_reasons", "jsonable",
            "kernel_entry", "unrun_results", "write_atomic"]
 
-Status = Literal["pass", "fail", "unsupported", "skipped", "not_reached"]
+Status = Literal["pass", "fail", "unsupported", "skipped", "interrupted", "not_reached"]
 _LIST_SEPARATOR = ", "  # reason and node hold their lists as text, in JSON too
 
 
@@ -36,9 +36,10 @@ class BackendResult:
     Attributes:
       kernel, backend: the cell's coordinates.
       status: pass, fail (with findings), unsupported (declared by the spec, with the
-        reason), skipped (backend not available here or not for this platform) or
-        not_reached (a campaign did not get to run it: its budget ran out, it was
-        interrupted, or its units were lost; the reason says which).
+        reason), skipped (backend not available here or not for this platform),
+        interrupted (a signal stopped the run before this cell's search finished) or
+        not_reached (a campaign did not get to run it: its budget ran out, or its units
+        were lost to the infrastructure; the reason says which).
       reason: why unsupported or skipped; the kinds of its findings for fail (a list,
         see ``reasons``).
       examples: examples Hypothesis generated and ran on this backend.

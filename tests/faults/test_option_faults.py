@@ -46,7 +46,7 @@ def _report(*statuses: str, findings: int = 0, interrupted: bool = False, lost: 
         (_report("pass", "fail", findings=1), 1),
         (_report("pass", "not_reached"), 4),  # the budget did not reach a cell
         (_report("pass", lost=True), 4),  # a unit was lost to the infrastructure
-        (_report("pass", "not_reached", interrupted=True), 130),
+        (_report("pass", "interrupted", interrupted=True), 130),
         (_report("fail", "not_reached", findings=1, interrupted=True, lost=True), 1),  # findings win
         (_report("pass", findings=1, invalid=True), 2),
     ],

@@ -16,7 +16,7 @@ def test_a_signal_to_fuzz_keeps_the_findings_printed_before_it(staged, name):
     assert outcome.exit == 1 and outcome.report["interrupted"] is True
     assert outcome.printed  # the fault came after a finding, which the report kept
     statuses = {r["status"] for k in outcome.report["kernels"] for r in k["results"].values()}
-    assert "skipped" not in statuses  # cells not run are not_reached, never skipped
+    assert "skipped" not in statuses  # cells not run are interrupted or not reached, never skipped
 
 
 def test_sigterm_to_conformance_writes_its_matrix_and_exits_130(staged):
@@ -24,8 +24,8 @@ def test_sigterm_to_conformance_writes_its_matrix_and_exits_130(staged):
     assert outcome.exit == 130
     cells = [r for k in outcome.report["kernels"] for r in k["results"].values()]
     assert any(r["status"] == "pass" for r in cells)
-    unfinished = {r["reason"] for r in cells if r["status"] == "not_reached"}
-    assert unfinished and unfinished <= {"interrupted while it ran", "interrupted before it ran"}
+    unfinished = {r["reason"] for r in cells if r["status"] == "interrupted"}
+    assert unfinished and unfinished <= {"stopped by SIGTERM while it ran", "stopped by SIGTERM before it ran"}
 
 
 def test_a_driver_killed_outright_leaves_its_last_report_no_worker_and_no_lock(staged):
