@@ -13,9 +13,12 @@ from pathlib import Path
 from benchmarks.faultkit import (
     RedisServer,
     Tagged,
+    children_of,
+    command,
     fill,
     run_cli,
     small_folder,
+    spawned_children,
     start_cli,
     wait_for,
 )
@@ -202,28 +205,14 @@ def hang_short_budget(tmp: Path) -> Outcome:
     return outcome
 
 
-def _spawned_children() -> list[int]:
-    """Worker processes (multiprocessing spawn) this process started."""
-    me, found = os.getpid(), []
-    for entry in (e for e in os.listdir("/proc") if e.isdigit()):
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat[1]) == me and b"spawn_main" in cmd:
-            found.append(int(entry))
-    return found
-
-
 def worker_killed(tmp: Path) -> Outcome:
     """SIGKILL of a unit's worker process while it runs a slice."""
     killed: list[int] = []
 
     def kill_one() -> None:
-        wait_for(_spawned_children, 120, "a unit's worker process")
+        wait_for(spawned_children, 120, "a unit's worker process")
         time.sleep(1.0)
-        pid = _spawned_children()[0]
+        pid = spawned_children()[0]
         os.kill(pid, signal.SIGKILL)
         killed.append(pid)
 
@@ -241,11 +230,11 @@ def ray_worker_killed(tmp: Path) -> Outcome:
 
     def kill_a_task_worker() -> None:
         def busy() -> list[int]:
-            return [pid for pid in tag.alive() if _command(pid).startswith(b"ray::_task") and _children_of(pid)]
+            return [pid for pid in tag.alive() if command(pid).startswith(b"ray::_task") and children_of(pid)]
 
         wait_for(busy, 180, "a Ray task running a slice")
         pid = busy()[0]
-        killed.append((pid, _children_of(pid)))
+        killed.append((pid, children_of(pid)))
         os.kill(pid, signal.SIGKILL)
 
     in_thread(kill_a_task_worker)
@@ -253,27 +242,9 @@ def ray_worker_killed(tmp: Path) -> Outcome:
                                                                                   executor="ray"), Watch(), tag=tag)
     retried = (outcome.report or {}).get("run", {}).get("retried", [])
     outcome.extra = {"killed": bool(killed), "retried_not_charged": any(r["cause"] == "worker killed" for r in retried),
-                     "case_workers_gone": bool(killed) and not any(Path(f"/proc/{p}").exists() and _command(p)
+                     "case_workers_gone": bool(killed) and not any(Path(f"/proc/{p}").exists() and command(p)
                                                                    for p in killed[0][1])}
     return outcome
-
-
-def _command(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def _children_of(pid: int) -> list[int]:
-    found = []
-    for entry in (e for e in os.listdir("/proc") if e.isdigit()):
-        try:
-            if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry))
-        except OSError:
-            continue
-    return found
 
 
 def broken_spec_files(tmp: Path) -> Outcome:

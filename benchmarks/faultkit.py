@@ -27,7 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TAG_ENV", "RedisServer", "Tagged", "Unavailable", "fill", "run_cli", "small_folder", "start_cli"]
+__all__ = ["TAG_ENV", "RedisServer", "Tagged", "Unavailable", "children_of", "command", "fill", "run_cli",
+           "small_folder", "spawned_children", "start_cli", "wait_for"]
 
 TAG_ENV = "PV_FAULT_TAG"
 PV = [sys.executable, "-m", "pallas_verify.cli"]
@@ -179,3 +180,35 @@ def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out after {timeout_s:.0f} s waiting for {what}")
         time.sleep(0.1)
+
+
+def command(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in (e for e in os.listdir("/proc") if e.isdigit()):
+        try:
+            if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def spawned_children() -> list[int]:
+    """Worker processes (multiprocessing spawn) this process started."""
+    me, found = os.getpid(), []
+    for entry in (e for e in os.listdir("/proc") if e.isdigit()):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[1]) == me and b"spawn_main" in cmd:
+            found.append(int(entry))
+    return found
