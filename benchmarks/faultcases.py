@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -63,6 +64,8 @@ def _run_here(name: str, tmp: Path, body: Callable[[Watch], object], watch: Watc
 def redis_killed(tmp: Path, *, next_night: bool = True) -> Outcome:
     """Redis SIGKILLed once the driver checked it: units go on with a local database;
     the next night, Redis back, merges their examples back."""
+    from pallas_verify.campaigns.exampledb import fallback_dir
+
     with RedisServer(tmp) as server:
         watch = Watch(on_line=lambda line: server.kill() if line.startswith("pallas-verify fuzz:") else None)
         outcome = _run_here("redis killed mid-run", tmp, lambda w: fuzz_here(tmp / "out", db=server.url, stream=w,
@@ -73,6 +76,7 @@ def redis_killed(tmp: Path, *, next_night: bool = True) -> Outcome:
             server.start()
             night2 = fuzz_here(tmp / "night2", db=server.url, max_slices=3)
             outcome.extra["merged_back_next_night"] = any("merged back" in n for n in night2.run["notes"])
+    shutil.rmtree(fallback_dir(server.url), ignore_errors=True)  # this host's stand-in for that server
     return outcome
 
 
