@@ -62,19 +62,21 @@ def local_redis(workdir: Path) -> Iterator[str]:
 def _units(count: int, db: str) -> list[Any]:
     from pallas_verify.execution import Work
 
-    return [Work(entry="pallas_verify.execution.units:run_slice", kind="slice", spec_ref=SLICE_SPECS[i % len(SLICE_SPECS)],
+    return [Work(entry="pallas_verify.campaigns.units:run_slice", kind="slice", spec_ref=SLICE_SPECS[i % len(SLICE_SPECS)],
                  backends=("interpret",), seed=i, max_examples=2, limit_s=600.0,
                  params={"timeout_s": 60.0, "static": False, "shrink_s": 5.0, "database": db})
             for i in range(count)]
 
 
 def _timed(executor: Any, units: list[Any]) -> float:
+    from pallas_verify.execution import Done
+
     started, waiting, done = time.perf_counter(), list(units), 0
     while done < len(units):
         while waiting and executor.free() > 0:
             executor.submit(waiting.pop(0))
-        finished = executor.poll(0.2)
-        failed = [d.result["error"] for d in finished if "error" in d.result]
+        finished = [d for d in executor.poll(0.2) if isinstance(d, Done)]
+        failed = [d.failure.message for d in finished if d.failure is not None]
         if failed:
             raise RuntimeError(f"a benchmark unit failed: {failed[0]}")
         done += len(finished)

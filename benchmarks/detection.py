@@ -71,7 +71,7 @@ _POLL_S = 0.05
 def _baseline(executor: Any, mutant: Any, method: str, settings: Settings, progress: Path) -> dict[str, Any]:
     """One baseline on ``mutant`` as a unit on ``executor``; a case past the per-case limit
     (seen in the unit's progress file) is killed and counts as a detection at that limit."""
-    from pallas_verify.execution import Work
+    from pallas_verify.execution import Done, Work
 
     progress.write_text("")
     executor.submit(Work(entry="benchmarks.baselines:baseline_unit", kind="baseline", seed=settings.seed,
@@ -79,8 +79,8 @@ def _baseline(executor: Any, mutant: Any, method: str, settings: Settings, progr
                          params={"mutant": mutant.name, "method": method, "budget_s": settings.budget_s,
                                  "progress": str(progress)}))
     while True:
-        for done in executor.poll(_POLL_S):
-            return _verdict(done.result, _last_start(progress), settings)
+        for done in (d for d in executor.poll(_POLL_S) if isinstance(d, Done)):
+            return _verdict(done.value, done.failure, _last_start(progress), settings)
         start = _last_start(progress)
         if start is not None and time.time() - start["at"] > settings.case_timeout_s:
             executor.cancel()
@@ -99,19 +99,20 @@ def _killed(start: dict[str, Any] | None, settings: Settings) -> dict[str, Any]:
             "why": f"timeout: a case ran past {settings.case_timeout_s} s and was killed"}
 
 
-def _verdict(result: dict[str, Any], start: dict[str, Any] | None, settings: Settings) -> dict[str, Any]:
+def _verdict(result: dict[str, Any] | None, failure: Any, start: dict[str, Any] | None,
+             settings: Settings) -> dict[str, Any]:
     """A finished unit's verdict. The unit's own limit counts as a killed case; a worker
     that died while running a case fails the test run at that moment (a detection)."""
-    kind = result.get("kind")
-    if "error" not in result:
+    if failure is None:
+        assert result is not None
         return {k: result[k] for k in ("found", "seconds", "examples", "why")}
-    if kind == "timeout":
+    if failure.cause == "overran":
         return _killed(start, settings)
-    if kind == "crash" and start is not None:
+    if failure.cause == "died" and start is not None:
         seconds = start["t"] + (time.time() - start["at"])
         return {"found": seconds <= settings.budget_s, "seconds": seconds, "examples": None,
-                "why": f"crash: {result['error']}"}
-    raise RuntimeError(f"the baseline unit failed ({kind}): {result['error']}\n{result.get('traceback', '')}")
+                "why": f"crash: {failure.message}"}
+    raise RuntimeError(f"the baseline unit failed ({failure.cause}): {failure.message}\n{failure.traceback}")
 
 
 def _warm_up(settings: Settings, out_dir: str) -> None:

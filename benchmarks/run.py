@@ -38,6 +38,7 @@ class Scale:
         section; how many of its kernels (0: all).
       precision_examples, precision_only: examples per correct kernel and dtype (the
         mutants run one more); which subjects and mutants (names containing one; empty: all).
+      faults: which faults the faults section stages (empty: all).
     """
 
     overhead_examples: int
@@ -58,6 +59,7 @@ class Scale:
     clean_specs: int = 0
     precision_examples: int = 2
     precision_only: tuple[str, ...] = ()
+    faults: tuple[str, ...] = ()
 
 
 SCALES: dict[str, Scale] = {
@@ -69,7 +71,8 @@ SCALES: dict[str, Scale] = {
                   mutants=("rotated_index_map", "read_before_wait"), scaling_examples=1, scaling_specs=1,
                   grid_points=(1, 2), deadlock_mutants=("deadlock_semaphore",), cluster_units=6,
                   night_budget_s=120.0, clean_examples=2, clean_specs=2, precision_examples=1,
-                  precision_only=("matmul_bf16", "tiled_matmul_bfloat16_out", "bf16_acc_bf16_out")),
+                  precision_only=("matmul_bf16", "tiled_matmul_bfloat16_out", "bf16_acc_bf16_out"),
+                  faults=("out_dev_null", "bad_numbers")),
 }
 
 
@@ -129,6 +132,12 @@ def _cluster(scale: Scale) -> dict[str, Any]:
     return cluster(units=scale.cluster_units, budget_s=scale.night_budget_s)
 
 
+def _faults(scale: Scale) -> dict[str, Any]:
+    from benchmarks.faults import faults
+
+    return faults(only=scale.faults)
+
+
 #: Section name -> (runner, keys lifted to the top level of results.json).
 SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] = {
     "overhead": (_overhead, ("overhead_ratio", "overhead_ratio_in_process")),
@@ -142,6 +151,7 @@ SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] =
     "clean_pass": (_clean_pass, ("clean_pass_ratio_interpret", "clean_pass_ratio_tpu_interpret")),
     "precision": (_precision, ("correct_margin", "mutant_ratio")),
     "cluster": (_cluster, ("ray_overhead_ratio", "night1_find_s", "night2_refind_s")),
+    "faults": (_faults, ("faults_tried", "faults_survived")),
 }
 
 

@@ -28,6 +28,7 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
     ("ray_overhead_ratio", "Ray executor / local executor, equal parallelism", "<= 1.15"),
     ("night1_find_s", "night 1: seconds to find the planted bug", ""),
     ("night2_refind_s", "night 2: seconds to re-find it from the shared Redis database", ""),
+    ("faults_survived", "faults survived (report written, no false finding, none lost, no orphan)", "all tried"),
 )
 
 
@@ -94,6 +95,19 @@ def _precision(precision: dict[str, Any]) -> list[str]:
     return _rows(("precision subject", "dtype", "error / bound", "per example and backend"), rows) if rows else []
 
 
+def _faults(faults: dict[str, Any]) -> list[str]:
+    per = faults.get("per_fault", {})
+    rows = []
+    for name, r in per.items():
+        if "skipped" in r:
+            rows.append((name, "skipped", "-", r["skipped"][:70]))
+            continue
+        failed = [k for k, ok in r["checks"].items() if not ok]
+        rows.append((name, "survived" if r["survived"] else "FAILED", f"{r['wall_s']:.1f} s",
+                     f"exit {r['exit']}" + (f"; failed: {', '.join(failed)}" if failed else "")))
+    return _rows(("fault", "verdict", "wall", "detail"), rows) if rows else []
+
+
 def render(results: dict[str, Any]) -> str:
     """Headline figures with their targets, then per-mutant times and per-backend costs."""
     m = results.get("machine", {})
@@ -102,7 +116,8 @@ def render(results: dict[str, Any]) -> str:
     lines += _rows(("figure", "value", "target"),
                    [(label, _fmt(results.get(key)), target) for key, label, target in HEADLINES if key in results])
     for block in (_mutants(results.get("detection", {})), _deadlocks(results.get("deadlock", {})),
-                  _costs(results.get("cost", {})), _precision(results.get("precision", {}))):
+                  _costs(results.get("cost", {})), _precision(results.get("precision", {})),
+                  _faults(results.get("faults", {}))):
         if block:
             lines += ["", *block]
     return "\n".join(lines)

@@ -10,8 +10,11 @@ from pallas_verify.case import Case, ErrorInfo, Outcome
 
 
 def _serve(read_fd: int, write_fd: int) -> None:
+    from pallas_verify.execution.lifeline import follow_parent
+
+    follow_parent()  # a worker whose parent died (killed, cancelled) is not left running
     from pallas_verify.backends import registry
-    from pallas_verify.loader import load_spec
+    from pallas_verify.loader import import_answer, load_spec
 
     inbox = Connection(read_fd, writable=False)
     outbox = Connection(write_fd, readable=False)
@@ -23,6 +26,9 @@ def _serve(read_fd: int, write_fd: int) -> None:
             return
         missing = [p for p in request.get("sys_path", []) if p not in sys.path]
         sys.path[:0] = missing
+        if request.get("task") == "import":  # a spec file imported here first (execution.imports)
+            outbox.send(import_answer(request["ref"]))
+            continue
         try:
             spec = specs.get(request["spec"]) or specs.setdefault(request["spec"], load_spec(request["spec"]))
             if "task" in request:  # tracing for the static check or blame (pallas_verify.oracles.static)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pallas_verify._env import configure
-from pallas_verify.exits import EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE
+from pallas_verify.exits import EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, campaign_status
 
 if TYPE_CHECKING:
     from pallas_verify.reports.report import Report
@@ -60,7 +60,7 @@ def _conformance_parser(sub: argparse._SubParsersAction) -> None:
                              help="spec files or modules (FILE.py, MODULE; default: the bundled kernels)")
         cmd.add_argument("--kernels", default=kernels, metavar="PATTERN", help="fnmatch pattern(s), comma-separated")
         cmd.add_argument("--backends", default=None, help="comma-separated backend names (default: all)")
-        cmd.add_argument("--max-examples", type=int, default=3, metavar="N")
+        cmd.add_argument("--max-examples", type=_count, default=3, metavar="N")
         cmd.add_argument("--profile", default="ci", help=_profile_help())
         cmd.add_argument("--out", default=out, metavar="DIR")
         cmd.add_argument("--generated", default="0", metavar="BUDGET",
@@ -83,7 +83,7 @@ def _executor_options(cmd: argparse.ArgumentParser, workers_default: str) -> Non
                      help="; ".join(f"{k}: {v}" for k, v in EXECUTORS.items()) + " (default local)")
     cmd.add_argument("--ray-address", default=None, metavar="ADDRESS",
                      help="the Ray cluster to join, e.g. HOST:6379 (default: start a private local one)")
-    cmd.add_argument("--workers", type=int, default=None, metavar="N",
+    cmd.add_argument("--workers", type=_count, default=None, metavar="N",
                      help=f"units at once (default: {workers_default} locally, the cluster's CPU count on ray)")
 
 
@@ -104,8 +104,11 @@ def _fuzz_parser(sub: argparse._SubParsersAction) -> None:
     fuzz.add_argument("--hardware", default="auto", choices=list(HARDWARE_POLICIES),
                       help="; ".join(f"{k}: {v}" for k, v in HARDWARE_POLICIES.items()))
     fuzz.add_argument("--seed", type=int, default=None)
-    fuzz.add_argument("--slice-examples", type=int, default=5, metavar="N", help="examples per slice (default 5)")
-    fuzz.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS", help="per-case time limit")
+    fuzz.add_argument("--slice-examples", type=_count, default=5, metavar="N", help="examples per slice (default 5)")
+    fuzz.add_argument("--max-slices", type=_count, default=None, metavar="N",
+                      help="stop after N slices (the budget still caps the run); with --seed, the same slices")
+    fuzz.add_argument("--timeout", type=_limit, default=120.0, metavar="SECONDS",
+                      help="per-case time limit (default 120)")
     _shrink_budget(fuzz)
 
 
@@ -113,7 +116,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backends", default=None, help="comma-separated backend names (default: all)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--out", default="pv-out", metavar="DIR", help="reproducers and reports go here")
-    parser.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS", help="per-case time limit")
+    parser.add_argument("--timeout", type=_limit, default=120.0, metavar="SECONDS", help="per-case time limit")
     _shrink_budget(parser)
 
 
@@ -132,6 +135,25 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _limit(text: str) -> float:
+    """A time limit: a finite number of seconds above zero."""
+    value = _seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time limit: give more than 0 seconds, e.g. 120")
+    return value
+
+
+def _count(text: str) -> int:
+    """A count: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count: give a whole number of at least 1, e.g. 4")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     configure()
     args = _parser().parse_args(argv)
@@ -140,7 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _COMMANDS[args.command](args)
     except PallasVerifyError as exc:
-        print(f"pallas-verify: error: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines() or [""]:
+            print(f"pallas-verify: error: {line}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         if not _stdout_closed():
@@ -197,6 +220,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     seed = _seed(args.seed, derandomized=profile_settings(args.profile).derandomize)
     out, json_path = _verify_outputs(args)  # before any work: a run must not end unable to write
+    _check_import(args.target, args.timeout)
     specs = load_specs(args.target)
     print(f"pallas-verify verify: seed={seed} (rerun this search with --seed {seed})", flush=True)
     report = Report(seed=seed, profile=args.profile)
@@ -266,6 +290,18 @@ def _verify_end(report: Report, out: Path, json_path: Path | None, stopped: str 
     return run_status(findings=bool(report.findings), interrupted=stopped is not None)
 
 
+def _check_import(target: str, limit_s: float) -> None:
+    """Import the spec file in the interpreters' worker process first (it keeps it loaded
+    for the cases): an exit, abort or hang at import is a usage error naming the file."""
+    from pallas_verify.errors import InvalidArgument
+    from pallas_verify.execution.imports import check_import
+    from pallas_verify.execution.isolation import shared_worker
+
+    why = check_import(target, limit_s=limit_s, worker=shared_worker("interpreters"))
+    if why is not None:
+        raise InvalidArgument(why)
+
+
 def _workers(args: argparse.Namespace, local_default: int) -> int | None:
     """--workers, or its default: ``local_default`` locally, the cluster's CPU count on ray."""
     return args.workers if args.workers is not None or args.executor != "local" else local_default
@@ -291,9 +327,8 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
                           workers=_workers(args, os.cpu_count() or 1), seed=args.seed,
                           slice_examples=args.slice_examples, timeout_s=args.timeout, executor=args.executor,
                           ray_address=args.ray_address, db=args.db, hardware=args.hardware,
-                          shrink_budget_s=args.shrink_budget)
-    report = fuzz(options)
-    return EXIT_FINDINGS if report.findings else EXIT_CLEAN
+                          shrink_budget_s=args.shrink_budget, max_slices=args.max_slices)
+    return campaign_status(fuzz(options))
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -313,22 +348,27 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     ensure_host_devices()  # before jax is imported: multi-device kernels run, not skip
     from pallas_verify import execution
     from pallas_verify.campaigns.fuzz import parse_budget
+    from pallas_verify.campaigns.output import CampaignOutput
     from pallas_verify.reports.live import MatrixProgress
-    from pallas_verify.reports.render import write_reports
     from pallas_verify.reports.text import print_matrix
 
     generated_s = 0.0 if args.generated.strip() in ("0", "") else parse_budget(args.generated)
-    specs = user_specs(args.targets, args.kernels) if getattr(args, "targets", None) else bundled_specs(args.kernels)
-    live = MatrixProgress(sys.stderr, total=len(specs))
-    with execution.make(args.executor, workers=_workers(args, 1), address=args.ray_address) as executor:
-        report = run_conformance(specs, backends=args.backends, max_examples=args.max_examples,
-                                 profile=args.profile, out_dir=args.out, executor=executor, generated_s=generated_s,
-                                 progress=live.line, status=live.tick)
-    live.close()
-    print_matrix(report)
-    paths = write_reports(report, args.out, formats=("json", "md", "html", "xml"))
-    print("reports: " + ", ".join(str(p) for p in paths.values()))
-    return EXIT_FINDINGS if report.findings else EXIT_CLEAN
+    with CampaignOutput(args.out, command=args.command, formats=("json", "md", "html", "xml")) as out:
+        specs = user_specs(args.targets, args.kernels) if getattr(args, "targets", None) else bundled_specs(args.kernels)
+        live = MatrixProgress(sys.stderr, total=len(specs))
+        with execution.make(args.executor, workers=_workers(args, 1), address=args.ray_address) as executor:
+            report = run_conformance(specs, backends=args.backends, max_examples=args.max_examples,
+                                     profile=args.profile, out_dir=args.out, executor=executor,
+                                     generated_s=generated_s, write=out.write, progress=live.line, status=live.tick)
+        live.close()
+        print_matrix(report)
+        if out.write(report):
+            print("reports: " + ", ".join(str(p) for p in out.paths().values()))
+        else:
+            report.run["output_error"] = out.error
+            print(f"pallas-verify: error: the report could not be written under {args.out} ({out.error})",
+                  file=sys.stderr)
+    return campaign_status(report)
 
 
 def _cmd_smith(args: argparse.Namespace) -> int:

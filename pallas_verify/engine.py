@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,6 +108,7 @@ class _Search:
     shrink: _ShrinkProgress = dataclasses.field(default_factory=lambda: _ShrinkProgress())
     progress: LiveProgress | None = None
     uniform: SameSignature = dataclasses.field(default_factory=lambda: SameSignature(kinds=_INPUT_BLIND))
+    early: Callable[[Finding, dict[str, Any], float, int], None] | None = None  # each kind's first failure
 
     def example(self, data: st.DataObject) -> None:
         config = _draw(data, self.spec.configs, "configs", dict)
@@ -128,6 +129,7 @@ class _Search:
         else:
             self.shrink_steps += 1
         static = self.static.start(config, base, self.examples) if self.static is not None else None
+        static_kinds = set(self.static.found) if self.static is not None else set()
         try:
             findings = self.runner.check(config, inputs, self.backend, mode, transform=self.transform, blame=False)
         except Unsupported as exc:
@@ -135,6 +137,9 @@ class _Search:
         now = time.perf_counter() - self.kernel_started
         if static is not None:  # traced meanwhile where it has a worker of its own
             static()
+            if self.early is not None and self.static is not None:
+                for kind in set(self.static.found) - static_kinds:
+                    self.early(*self.static.found[kind])
         if self.unsupported:
             return
         if not generating:
@@ -145,9 +150,13 @@ class _Search:
             self.passed.add(key)
         if findings:
             self.first_failure = self.first_failure or time.perf_counter()
+            example = {"config": config, "inputs": inputs, "mode": mode}
             for f in findings:
-                self.first_seen.setdefault(f.kind, (now, self.examples))
-            found = _found_type(findings[0].kind)(findings, {"config": config, "inputs": inputs, "mode": mode})
+                if f.kind not in self.first_seen:
+                    self.first_seen[f.kind] = (now, self.examples)
+                    if self.early is not None:
+                        self.early(f, example, now, self.examples)
+            found = _found_type(findings[0].kind)(findings, example)
             self.seen[key] = found
             if all(f.evidence.get("shrink_stopped") for f in findings):  # e.g. a shape mismatch: nothing to shrink
                 self.shrink.stopped = str(findings[0].evidence["shrink_stopped"])
@@ -243,6 +252,7 @@ def verify(
     database: Any = None,
     static: bool = True,
     progress: LiveProgress | None = None,
+    on_finding: Callable[[Finding], Any] | None = None,
 ) -> Report:
     """Search ``spec``'s configs and inputs for findings on ``backends`` (None: all).
 
@@ -254,6 +264,9 @@ def verify(
     stops the search: it is raised again as :class:`~pallas_verify.interrupts.Interrupted`
     whose ``report`` holds every finished cell and every failure seen so far (with its
     reproducer), the other cells marked ``interrupted``.
+    ``on_finding``, when given, is called with each finding the moment its first failing
+    example shows it, before shrinking (``evidence["provisional"]`` says so), with a
+    reproducer of that example: a caller cut short later still has it.
     """
     if not isinstance(spec, KernelSpec):
         raise InvalidSpec(f"spec={brief(spec)} must be a pallas_verify.KernelSpec.")
@@ -271,10 +284,18 @@ def verify(
     with Runner(spec, timeout_s=timeout_s, isolate=isolate) as runner:
         grid = StaticLedger(runner.start_static, runner.static_notes, started) if static else None
         searches: list[_Search] = []
+
+        def early(finding: Finding, example: dict[str, Any], seconds: float, examples: int) -> None:
+            if on_finding is not None:
+                on_finding(_finish([(finding, example, seconds, examples)], None, runner, Path(out_dir),
+                                   provisional=True)[0])
+
         try:
             for backend in runnable:
                 searches = [_Search(spec, backend, runner, shrink_budget_s, static=grid, transform=t,
-                                    kernel_started=started, progress=progress) for t in (None, *spec.transforms)]
+                                    kernel_started=started, progress=progress,
+                                    early=early if on_finding is not None else None)
+                            for t in (None, *spec.transforms)]
                 for cap in (*_ROUNDS, None):  # the searches take turns: see the module docstring
                     for search in (s for s in searches if not s.done):
                         search.found = _run_search(search, cap=cap, **options)
@@ -318,14 +339,18 @@ def verify(
 
 
 def _finish(found: list[tuple[Finding, dict[str, Any], float, int]], shrink_stopped: str | None, runner: Runner,
-            out_dir: Path) -> list[Finding]:
-    """Findings with their (example, seconds and examples to detect), timed and with a reproducer."""
+            out_dir: Path, *, provisional: bool = False) -> list[Finding]:
+    """Findings with their (example, seconds and examples to detect), timed and with a
+    reproducer; ``provisional``: a first failing example, sent before shrinking (not blamed)."""
     from pallas_verify.reports.reproduce import write_reproducer
 
     done = []
     for finding, example, seconds, examples in found:
-        finding = runner.blamed(finding)  # blame only what is reported, not every failing example
+        if not provisional:
+            finding = runner.blamed(finding)  # blame only what is reported, not every failing example
         evidence = {**finding.evidence, "examples_to_detect": examples}
+        if provisional:
+            evidence["provisional"] = "the first failing example, before shrinking"
         if shrink_stopped:
             evidence["shrink_stopped"] = shrink_stopped
         finding = dataclasses.replace(finding, elapsed_s=seconds, evidence=evidence)
@@ -379,7 +404,10 @@ def _run_round(
             _tick(search)
 
     where = search.backend.name + (f"+{search.transform}" if search.transform else "")
-    run._hypothesis_internal_add_digest = f"{search.spec.name}|{where}".encode()  # type: ignore[attr-defined]
+    # The example database's key is the digest of the inner test function (the same source
+    # for every search): this makes it one key per spec and backend, so a search never
+    # replays, nor deletes as no longer failing, another kernel's saved failure.
+    run.hypothesis.inner_test._hypothesis_internal_add_digest = f"{search.spec.name}|{where}".encode()  # type: ignore[attr-defined]
     if seed is not None:
         run = hypothesis.seed(seed)(run)
         if database is not None:  # @seed turns the database off; a campaign's slices need both

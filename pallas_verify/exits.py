@@ -9,7 +9,10 @@ errors and invalid specs are 2. Reproducers use 0, 1 and 3 (``reports.reproduce`
 
 from __future__ import annotations
 
-__all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_INCOMPLETE", "EXIT_INTERRUPTED", "EXIT_USAGE", "run_status"]
+from typing import Any
+
+__all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_INCOMPLETE", "EXIT_INTERRUPTED", "EXIT_USAGE", "campaign_status",
+           "run_status"]
 
 EXIT_CLEAN = 0  # every cell ran, nothing found
 EXIT_FINDINGS = 1  # something was found (whether or not the run was complete)
@@ -25,3 +28,15 @@ def run_status(*, findings: bool, interrupted: bool = False, incomplete: bool = 
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_INCOMPLETE if incomplete else EXIT_CLEAN
+
+
+def campaign_status(report: Any) -> int:
+    """The exit status of a campaign's report (fuzz, conformance): an invalid spec or a spec
+    file that cannot be imported is a usage error (2); then ``run_status``, where the run is
+    incomplete when a cell was not reached, a unit was lost, or the report could not be
+    written."""
+    if report.invalid:
+        return EXIT_USAGE
+    incomplete = (bool(report.run.get("lost")) or bool(report.run.get("output_error"))
+                  or any(r.status == "not_reached" for r in report.results))
+    return run_status(findings=bool(report.findings), interrupted=report.interrupted, incomplete=incomplete)

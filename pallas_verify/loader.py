@@ -17,7 +17,7 @@ from typing import Any
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.spec import KernelSpec
 
-__all__ = ["load_spec", "load_specs", "spec_ref"]
+__all__ = ["import_answer", "load_spec", "load_specs", "spec_ref"]
 
 _REFS: dict[int, str] = {}
 
@@ -124,6 +124,14 @@ def _named(module: ModuleType, where: str, name: str) -> tuple[str, Any]:
         return name, value
     raise InvalidSpec(f"{where}::{name} is a {type(value).__name__}, not a pallas_verify.KernelSpec; its "
                       f"KernelSpecs: {listed}.")
+def import_answer(ref: str) -> dict[str, Any]:
+    """What importing ``ref`` gives, as plain data (the worker side of a spec file imported
+    in a separate process first, ``execution.imports``): ``{"specs": [names]}`` or
+    ``{"error": the one-line reason}``."""
+    try:
+        return {"specs": [s.name for s in load_specs(ref)]}
+    except Exception as exc:
+        return {"error": str(exc)}
 
 
 def load_spec(ref: str) -> KernelSpec:

@@ -1,8 +1,10 @@
 """The conformance suite: every catalog and upstream kernel on every backend.
 
 The result is the feature x backend matrix: one cell per (kernel, backend[, transform]),
-each pass, fail (with the finding), unsupported (with the reason) or skipped (backend not
-available here, or not for the kernel's platforms, with the reason).
+each pass, fail (with the finding), unsupported (with the reason), skipped (backend not
+available here, or not for the kernel's platforms, with the reason) or, when the run did
+not get to it, interrupted (a signal stopped the run) or not reached (its unit lost to the
+infrastructure: never charged to the kernel; see ``campaigns.units``).
 """
 
 from __future__ import annotations
@@ -15,14 +17,32 @@ from collections.abc import Callable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pallas_verify.campaigns.units import (
+    Arrival,
+    Found,
+    Invalid,
+    Lost,
+    Reported,
+    Skipped,
+    Units,
+    device_shortfall,
+    write_notes,
+)
 from pallas_verify.errors import InvalidArgument
-from pallas_verify.execution import Done, Executor, Work
+from pallas_verify.execution import Executor, Work
 from pallas_verify.findings import Finding
 from pallas_verify.reports.matrix import tally
-from pallas_verify.reports.report import BackendResult, Report, cell_key, kernel_entry
+from pallas_verify.reports.report import (
+    BackendResult,
+    Report,
+    cell_key,
+    join_reasons,
+    kernel_entry,
+    unrun_results,
+)
 from pallas_verify.spec import KernelSpec
 
-__all__ = ["DEMO_KERNELS", "HOST_DEVICES", "bundled_specs", "ensure_host_devices", "run_conformance", "run_unit"]
+__all__ = ["DEMO_KERNELS", "HOST_DEVICES", "bundled_specs", "ensure_host_devices", "run_conformance"]
 
 # What `make demo` verifies: a ragged elementwise kernel, a tiled matmul with an
 # accumulator, a row softmax, a portable kernel (TPU and GPU backends) and a plgpu.kernel
@@ -69,17 +89,6 @@ def user_specs(targets: Sequence[str], pattern: str = "*") -> list[KernelSpec]:
     return list(specs.values())
 
 
-def _device_shortfall(spec: KernelSpec) -> str | None:
-    """Why the kernel cannot run with this process's device count, if it cannot."""
-    import jax
-
-    needed = getattr(spec.kernel, "required_devices", 1)
-    if needed > jax.device_count():
-        return (f"needs {needed} devices, this process has {jax.device_count()}: set "
-                f"XLA_FLAGS=--xla_force_host_platform_device_count={needed} before starting")
-    return None
-
-
 def run_conformance(
     specs: Sequence[KernelSpec],
     *,
@@ -90,6 +99,7 @@ def run_conformance(
     progress: Callable[[str], Any] = print,
     executor: Executor | None = None,
     generated_s: float = 0.0,
+    write: Callable[[Report], Any] | None = None,
     status: Callable[[int, Sequence[str]], Any] | None = None,
 ) -> Report:
     """Verify each spec on each backend; the Report's results are the matrix.
@@ -98,8 +108,10 @@ def run_conformance(
     cell's node); without, the specs run one after another in this process. With
     ``generated_s`` > 0, a smith campaign of that many seconds adds the "generated
     programs" row (programs run, pass, divergences per TPU-capable backend). ``progress``
-    gets a line per finished kernel; ``status`` (if given) hears, while units run, how
-    many kernels finished and which run now.
+    gets a line per finished kernel; ``write`` is called with the report so far after
+    every unit (``campaigns.output``); ``status`` (if given) hears, while units run, how
+    many kernels finished and which run now. SIGINT and SIGTERM stop the units run on an
+    executor cleanly (``report.interrupted``).
     """
     from pallas_verify.backends import registry
 
@@ -108,10 +120,11 @@ def run_conformance(
     started = time.perf_counter()
     if executor is not None:
         report.executor = executor.name
-        _run_units(specs, names, max_examples, profile, Path(out_dir) / "repro", executor, report, progress, status)
+        _run_units(specs, names, max_examples, profile, Path(out_dir) / "repro", executor, report, progress,
+                   write or (lambda _: None), status)
     else:
         _run_here(specs, names, max_examples, profile, Path(out_dir) / "repro", report, progress)
-    if generated_s > 0:
+    if generated_s > 0 and not report.interrupted:
         report.merge(_generated_row(names, generated_s, Path(out_dir) / "generated", progress))
     report.seconds = time.perf_counter() - started
     return report
@@ -123,7 +136,7 @@ def _run_here(specs: Sequence[KernelSpec], names: list[str], max_examples: int, 
     from pallas_verify.engine import verify
 
     for done, spec in enumerate(specs, 1):
-        shortfall = _device_shortfall(spec)
+        shortfall = device_shortfall(spec)
         if shortfall:
             part = _skipped(spec, names, shortfall)
         else:
@@ -147,28 +160,11 @@ def _generated_row(names: Sequence[str], budget_s: float, out_dir: Path, progres
     return part
 
 
-def run_unit(work: Work) -> dict[str, Any]:
-    """One spec of the matrix, in a worker: its cells and the bytes of its reproducers."""
-    import tempfile
-
-    from pallas_verify.engine import verify
-    from pallas_verify.execution.units import ship_reproducers
-    from pallas_verify.loader import load_spec
-
-    spec = load_spec(work.spec_ref)
-    shortfall = _device_shortfall(spec)
-    if shortfall:
-        return {"skipped": shortfall}
-    out = Path(tempfile.mkdtemp(prefix="pv-conformance-"))
-    return ship_reproducers(verify(spec, list(work.backends), work.max_examples, profile=work.params["profile"],
-                                   out_dir=out), out)
-
-
 def _run_units(specs: Sequence[KernelSpec], names: list[str], max_examples: int, profile: str, repro: Path,
                executor: Executor, report: Report, progress: Callable[[str], Any],
-               status: Callable[[int, Sequence[str]], Any] | None = None) -> None:
+               write: Callable[[Report], Any], status: Callable[[int, Sequence[str]], Any] | None = None) -> None:
     """Every spec as a unit on ``executor``; parts merged in spec order as they come back."""
-    from pallas_verify.execution.units import receive_reproducers
+    from pallas_verify.campaigns.stop import StopOnSignal
     from pallas_verify.loader import spec_ref
 
     env = {k: os.environ[k] for k in ("XLA_FLAGS",) if k in os.environ}
@@ -177,41 +173,105 @@ def _run_units(specs: Sequence[KernelSpec], names: list[str], max_examples: int,
         ref = spec_ref(spec)
         if ref is None:
             raise InvalidArgument(f"spec {spec.name!r} cannot be loaded by reference; define it at module level.")
-        waiting.append(Work(entry="pallas_verify.campaigns.conformance:run_unit", kind="verify", spec_ref=ref, tag=spec.name,
-                            backends=tuple(names), max_examples=max_examples, params={"profile": profile},
-                            env=env, limit_s=3600.0))
-    parts: dict[str, Report] = {}
-    try:
-        while waiting or executor.running():
-            while waiting and executor.free() > 0:
-                executor.submit(waiting.pop(0))
-            for done in executor.poll(0.5):
-                spec = next(s for s in specs if s.name == done.work.tag)
-                parts[spec.name] = _part(spec, names, done, receive_reproducers, repro)
-                progress(f"[{len(parts)}/{len(specs)}] {spec.name}: {tally(parts[spec.name].results)}"
-                         + (f" (on {done.node})" if done.node and executor.name != "local" else ""))
-            if status is not None:
-                status(len(parts), [w.tag for w in executor.running()])
-    except KeyboardInterrupt:
-        executor.cancel()
-        report.interrupted = True
-    for spec in specs:
-        part = parts.get(spec.name) or _skipped(spec, names, "interrupted before it ran")
-        report.merge(part)
+        waiting.append(Work(entry="pallas_verify.campaigns.units:run_spec", kind="verify", spec_ref=ref,
+                            tag=spec.name, backends=tuple(names), max_examples=max_examples,
+                            params={"profile": profile}, env=env, limit_s=3600.0))
+    run = _Matrix(specs=list(specs), names=names, base=report)
+    units = Units(executor, repro, flat=True)
+    with StopOnSignal() as stop:
+        try:
+            while (waiting or units.running()) and not stop.requested:
+                while waiting and units.free() > 0:
+                    units.submit(waiting.pop(0))
+                arrived = units.poll(0.5)
+                for arrival in arrived:  # kept, even when a stop came meanwhile
+                    line = run.absorb(arrival, units)
+                    if line:
+                        progress(line + (f" (on {arrival.node})" if arrival.node and executor.name != "local" else ""))
+                if status is not None:
+                    status(len(run.parts), [w.tag for w in units.running()])
+                if arrived:
+                    snapshot = run.assemble()
+                    snapshot.run = {**run.account(units), "finished": False}
+                    write(snapshot)
+        finally:
+            running = {w.tag for w in units.cancel()}
+    report.interrupted = stop.requested is not None
+    run.finish(running, stop.requested)
+    report.merge(run.assemble())
+    report.run = {**run.account(units), "finished": True}
 
 
-def _part(spec: KernelSpec, names: list[str], done: Done, receive: Callable[..., Report], repro: Path) -> Report:
-    result = done.result
-    if "skipped" in result:
-        return _skipped(spec, names, result["skipped"])
-    if "error" in result:
-        finding = Finding(kind=result["kind"], kernel=spec.name, backend=names[0] if len(names) == 1 else "all",
-                          message=result["error"], evidence={"traceback": result["traceback"], "node": done.node})
-        part = _skipped(spec, names, f"{result['kind']}: {result['error'].splitlines()[0]}")
-        part.findings.append(finding)
-        return part
-    part = receive(result, repro)
-    part.results = [dataclasses.replace(r, node=done.node) for r in part.results]
+@dataclasses.dataclass
+class _Matrix:
+    """The parts of a conformance run on an executor, as they arrive."""
+
+    specs: list[KernelSpec]
+    names: list[str]
+    base: Report
+    parts: dict[str, Report] = dataclasses.field(default_factory=dict)
+    found: dict[str, list[Finding]] = dataclasses.field(default_factory=dict)  # sent before their unit ended
+    lost: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def absorb(self, arrival: Arrival, units: Units) -> str | None:
+        """Fold in one arrival; the progress line of a spec that finished."""
+        spec = next(s for s in self.specs if s.name == arrival.work.tag)
+        result = arrival.result
+        if isinstance(result, Found):
+            self.found.setdefault(spec.name, []).append(result.finding)
+            return None
+        if isinstance(result, Reported):
+            part = result.report
+            part.results = [dataclasses.replace(r, node=arrival.node) for r in part.results]
+            self.notes += [n for n in result.notes if n not in self.notes]
+            self.found.pop(spec.name, None)  # the unit's own, shrunk findings replace them
+        elif isinstance(result, Skipped):
+            part = _skipped(spec, self.names, result.reason)
+        elif isinstance(result, Invalid):
+            part = _unfinished(spec, self.names, f"invalid spec: {result.reason}", [])
+            part.invalid.append({"kernel": spec.name, "reason": result.reason})
+        else:
+            assert isinstance(result, Lost)
+            self.lost.append({"unit": spec.name, "kernel": spec.name, "cause": result.cause, "message": result.message,
+                              "attempts": result.attempts, "node": arrival.node})
+            why = f"its unit was lost ({result.cause}, {result.attempts} attempts): {result.message.splitlines()[0]}"
+            part = _unfinished(spec, self.names, why, self.found.pop(spec.name, []))
+        self.parts[spec.name] = part
+        return f"[{len(self.parts)}/{len(self.specs)}] {spec.name}: {tally(part.results)}"
+
+    def finish(self, running: set[str], signame: str | None) -> None:
+        """Parts for the specs that never finished: stopped while running, or before."""
+        for spec in self.specs:
+            if spec.name not in self.parts:
+                when = "while it ran" if spec.name in running else "before it ran"
+                why = f"stopped by {signame} {when}" if signame else "not run"
+                self.parts[spec.name] = _unfinished(spec, self.names, why, self.found.pop(spec.name, []),
+                                                    status="interrupted" if signame else "not_reached")
+
+    def assemble(self) -> Report:
+        """The report so far: finished parts, and placeholders for the rest."""
+        out = Report(backends=list(self.base.backends), profile=self.base.profile, executor=self.base.executor)
+        for spec in self.specs:
+            out.merge(self.parts.get(spec.name) or _unfinished(spec, self.names, "not reached yet",
+                                                               self.found.get(spec.name, [])))
+        return out
+
+    def account(self, units: Units) -> dict[str, Any]:
+        return {"units": len(self.parts), "retried": units.retried, "lost": self.lost,
+                "notes": self.notes + write_notes(units.write_errors)}
+
+
+def _unfinished(spec: KernelSpec, names: list[str], reason: str, found: list[Finding], *,
+                status: Any = "not_reached") -> Report:
+    """A spec whose unit did not finish: its cells ``status`` (not reached, or interrupted),
+    for ``reason``, but failed where a finding it sent before it ended showed (those
+    findings are kept)."""
+    part = Report(backends=names, kernels=[kernel_entry(spec)], findings=list(found))
+    for name in names:
+        for cell in unrun_results(spec, name, status, reason):
+            kinds = [f.kind for f in found if f.backend in (name, "static") and f.transform == cell.transform]
+            part.results.append(dataclasses.replace(cell, status="fail", reason=join_reasons(kinds)) if kinds else cell)
     return part
 
 

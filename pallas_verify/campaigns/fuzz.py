@@ -4,12 +4,24 @@ The budget is cut into slices: one slice is ``verify(spec, [backend])`` with a f
 examples and a fresh seed, one unit of work for an Executor (worker processes here, or
 Ray tasks on a cluster; each worker loads specs by reference and keeps them). Cells are
 visited round-robin, in a seeded shuffled order per round, until the budget is spent or
-SIGINT/SIGTERM arrives; outstanding units are then cancelled and the report of what
-finished is written atomically in every format, by this process alone.
+SIGINT/SIGTERM arrives; outstanding units are then cancelled, with their processes.
+
+What survives what (``campaigns.units`` decides what a unit's end means, once):
+
+- A finding is kept the moment a slice sees it (before shrinking; the shrunk one
+  replaces it when the slice ends), so a slice cancelled by the budget or lost to the
+  infrastructure keeps what it found.
+- A unit lost to the infrastructure is retried, then recorded in the report's run
+  section; its cell keeps being searched (a cell whose units are lost
+  ``RETIRE_AFTER_LOSSES`` times in a row is retired, with the reason). It is never a
+  finding against the kernel.
+- The report is rewritten atomically after every unit (``campaigns.output``).
+- Cells the run never reached are ``not_reached`` (not ``skipped``) and make the run
+  incomplete (exit status 4 when nothing was found).
 
 Findings are de-duplicated by signature and each new one is kept in the failure database
-under ``OUT/db`` (``fuzzdb``); the next run replays the database first and drops the
-entries that no longer reproduce.
+under ``OUT/db`` (``fuzzdb``); the next run replays the database, interleaved with the
+cells, and drops the entries that no longer reproduce.
 """
 
 from __future__ import annotations
@@ -17,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import random
 import shutil
-import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -26,13 +37,28 @@ from typing import Any, TextIO
 
 from pallas_verify.campaigns.budget import parse_budget
 from pallas_verify.campaigns.fuzzdb import FailureDatabase, signature
+from pallas_verify.campaigns.output import CampaignOutput
 from pallas_verify.campaigns.plan import Cell, FuzzOptions, plan
 from pallas_verify.campaigns.progress import Progress, per_backend
-from pallas_verify.execution import Done, Executor, Work
+from pallas_verify.campaigns.replays import Replays
+from pallas_verify.campaigns.units import (
+    Arrival,
+    Found,
+    Invalid,
+    Lost,
+    Reported,
+    Skipped,
+    Units,
+    write_notes,
+)
+from pallas_verify.execution import Work
 from pallas_verify.findings import Finding
 from pallas_verify.reports.report import BackendResult, Report, cell_key
 
-__all__ = ["FuzzOptions", "fuzz", "parse_budget"]
+__all__ = ["RETIRE_AFTER_LOSSES", "FuzzOptions", "fuzz", "parse_budget"]
+
+#: A cell whose units are lost this many times in a row (after their retries) is retired.
+RETIRE_AFTER_LOSSES = 3
 
 
 @dataclasses.dataclass
@@ -40,18 +66,24 @@ class _Run:
     """State of one fuzzing run."""
 
     options: FuzzOptions
-    report: Report
+    base: Report  # seed, kernels, backends, the cells planned as skipped/unsupported
     cells: list[Cell]
     progress: Progress
     db: FailureDatabase
     seed: int
-    stop: bool = False
+    stop: str | None = None  # why the run stopped early: a signal's name
+    ended: str = "budget"  # what ended the search: "budget", "slices", "stop", "retired"
     slices: int = 0
     examples: int = 0
+    finished: int = 0  # units that ended
     done: dict[tuple[str, str], BackendResult] = dataclasses.field(default_factory=dict)
-    retired: set[Cell] = dataclasses.field(default_factory=set)
-    signatures: set[str] = dataclasses.field(default_factory=set)
-    units: dict[int, Cell] = dataclasses.field(default_factory=dict)
+    retired: dict[Cell, str] = dataclasses.field(default_factory=dict)
+    kept: dict[str, Finding] = dataclasses.field(default_factory=dict)  # signature -> finding, in order
+    provisional: set[str] = dataclasses.field(default_factory=set)  # signatures not shrunk yet
+    cell_of: dict[int, Cell] = dataclasses.field(default_factory=dict)  # running slice uid -> its cell
+    losses: dict[Cell, int] = dataclasses.field(default_factory=dict)  # lost in a row
+    lost: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    notes: dict[str, list[Any]] = dataclasses.field(default_factory=dict)  # key -> [first text, count]
 
     def order(self) -> Iterator[Cell]:
         """Cells round-robin, each round shuffled by the seed; ends when every cell retired."""
@@ -70,209 +102,262 @@ class _Run:
     def slice_unit(self, cell: Cell, remaining: float) -> Work:
         self.slices += 1
         first_backend = next(c.backend for c in self.cells if c.kernel == cell.kernel)
-        work = Work(entry="pallas_verify.execution.units:run_slice", kind="slice", spec_ref=cell.ref, backends=(cell.backend,),
-                    seed=(self.seed + self.slices) % 2**32, max_examples=self.options.slice_examples,
-                    hardware=cell.hardware, tag=f"{cell.kernel} on {cell.backend}",
+        work = Work(entry="pallas_verify.campaigns.units:run_slice", kind="slice", spec_ref=cell.ref,
+                    backends=(cell.backend,), seed=(self.seed + self.slices) % 2**32,
+                    max_examples=self.options.slice_examples, hardware=cell.hardware,
+                    tag=f"{cell.kernel} on {cell.backend}",
                     limit_s=self.options.timeout_s * (self.options.slice_examples + 2) + 120.0,
                     params={"timeout_s": self.options.timeout_s, "static": cell.backend == first_backend,
                             "shrink_s": min(self.options.shrink_budget_s, max(5.0, min(60.0, remaining / 2))),
                             "database": self.database})
-        self.units[work.uid] = cell
+        self.cell_of[work.uid] = cell
         return work
 
     @property
     def database(self) -> str:
         return self.options.db or str(self.options.out_dir / "hypothesis")
 
-    def absorb(self, done: Done) -> None:
-        """Fold one finished unit's outcome into the run (as soon as it arrives)."""
-        if done.work.kind == "replay":
-            return self._replayed(done)
-        cell = self.units.pop(done.work.uid)
-        result = done.result
-        if "skipped" in result:
-            self.retired.add(cell)
-            self.done[(cell.kernel, cell.backend)] = BackendResult(
-                kernel=cell.kernel, backend=cell.backend, status="skipped", reason=result["skipped"], node=done.node)
-            return None
-        if "error" in result:
-            kind = result.get("kind", "exception")
-            message = result["error"] if kind != "exception" else f"verify raised {result['error']}"
-            self._new(Finding(kind=kind, kernel=cell.kernel, backend=cell.backend, message=message,
-                              config={}, evidence={"traceback": result["traceback"], "node": done.node}))
-            self._cell_result(cell, BackendResult(kernel=cell.kernel, backend=cell.backend, status="fail",
-                                                  reason=kind, node=done.node))
-            self.retired.add(cell)
-            return None
-        from pallas_verify.execution.units import receive_reproducers
+    # -- what arrives ------------------------------------------------------------------------
 
-        part = receive_reproducers(result, self.options.out_dir / "tmp" / f"u{done.work.uid}")
-        for r in part.results:
-            self.examples += r.examples
-            self._cell_result(cell, dataclasses.replace(r, node=done.node))
-        for f in part.findings:
-            self._new(f)
-        return None
+    def absorb(self, arrival: Arrival) -> None:
+        """Fold one arrival of a slice into the run, as soon as it arrives."""
+        cell, result = self.cell_of[arrival.work.uid], arrival.result
+        if isinstance(result, Found):  # the cell failed already, whatever becomes of its unit
+            found = result.finding
+            self.keep(found, provisional=True)
+            reason = f"static {found.kind}" if found.backend == "static" else found.kind
+            self._cell_result(cell, BackendResult(kernel=cell.kernel, backend=cell.backend, status="fail",
+                                                  reason=reason, transform=found.transform, node=arrival.node))
+            return
+        del self.cell_of[arrival.work.uid]
+        self.finished += 1
+        if isinstance(result, Skipped):
+            self._retire(cell, result.reason, BackendResult(kernel=cell.kernel, backend=cell.backend,
+                                                            status="skipped", reason=result.reason, node=arrival.node))
+        elif isinstance(result, Invalid):
+            self.base.invalid.append({"kernel": cell.kernel, "reason": result.reason})
+            self._retire(cell, f"invalid spec: {result.reason}")
+        elif isinstance(result, Lost):
+            self._lost(cell, result, arrival)
+        elif isinstance(result, Reported):
+            self.losses.pop(cell, None)
+            for note in result.notes:
+                self.note(note)
+            for r in result.report.results:
+                self.examples += r.examples
+                self._cell_result(cell, dataclasses.replace(r, node=arrival.node))
+            for f in result.report.findings:
+                self.keep(f)
+
+    def _lost(self, cell: Cell, lost: Lost, arrival: Arrival) -> None:
+        self.lost.append({"unit": arrival.work.tag, "kernel": cell.kernel, "backend": cell.backend,
+                          "cause": lost.cause, "message": lost.message, "attempts": lost.attempts,
+                          "node": arrival.node})
+        self.progress.note(f"lost unit: {arrival.work.tag} ({lost.cause}, {lost.attempts} attempts): "
+                           f"{lost.message.splitlines()[0][:160]}; not a finding, the cell is searched on")
+        self.losses[cell] = self.losses.get(cell, 0) + 1
+        if self.losses[cell] >= RETIRE_AFTER_LOSSES:
+            self._retire(cell, f"its units were lost {self.losses[cell]} times in a row ({lost.cause}): "
+                               f"{lost.message.splitlines()[0]}")
+
+    def _retire(self, cell: Cell, why: str, result: BackendResult | None = None) -> None:
+        self.retired[cell] = why
+        if result is not None:
+            self.done[(cell.kernel, cell_key(result))] = result
 
     def _cell_result(self, cell: Cell, r: BackendResult) -> None:
         old = self.done.get((r.kernel, cell_key(r)))
         if r.status in ("unsupported", "skipped"):
-            self.retired.add(cell)
+            self._retire(cell, r.reason)
         elif old is not None and old.status in ("pass", "fail"):
             r = old.combined(r)
         self.done[(r.kernel, cell_key(r))] = r
 
-    def _new(self, finding: Finding, *, replayed: bool = False) -> None:
+    def keep(self, finding: Finding, *, provisional: bool = False, replayed: bool = False) -> None:
+        """Keep a finding: new, or replacing the provisional one of the same signature."""
         sig = signature(finding)
-        if sig in self.signatures:
+        if sig in self.kept and not (sig in self.provisional and not provisional):
             return
-        self.signatures.add(sig)
+        new = sig not in self.kept
         if not replayed:
-            finding = self.db.add(finding, sig)
-        self.report.findings.append(finding)
-        how = "still reproduces" if replayed else f"after {finding.elapsed_s:.1f} s"
-        self.progress.note(f"[{finding.kind}] {finding.kernel} on {finding.backend} ({how}): "
-                           f"{finding.message.splitlines()[0][:160]}")
+            try:
+                finding = self.db.add(finding, sig)
+            except OSError as exc:
+                self.note(f"failure database {self.db.root}: cannot write ({exc.strerror or exc}); its findings "
+                          "are in the report only")
+        self.kept[sig] = finding
+        self.provisional.discard(sig)
+        if provisional:
+            self.provisional.add(sig)
+        if new:
+            how = "still reproduces" if replayed else f"after {finding.elapsed_s:.1f} s"
+            self.progress.note(f"[{finding.kind}] {finding.kernel} on {finding.backend} ({how}): "
+                               f"{finding.message.splitlines()[0][:160]}")
 
-    def replay_units(self) -> list[Work]:
-        units = []
-        for entry in self.db.entries():
-            files = {p.name: p.read_bytes() for p in (entry.with_suffix(".py"), entry.with_suffix(".npz")) if p.is_file()}
-            units.append(Work(entry="pallas_verify.execution.units:replay_unit", kind="replay", tag=str(entry),
-                              limit_s=self.options.timeout_s + 120.0,
-                              params={"script": entry.with_suffix(".py").name, "files": files}))
-        return units
-
-    def _replayed(self, done: Done) -> None:
-        entry, result = Path(done.work.tag), done.result
-        if "error" in result or "skipped" in result or result["verdict"] == "cannot run":  # kept: nothing is known
-            why = result.get("error") or result.get("skipped") or "its case cannot run here (see the worker's output)"
-            self.progress.note(f"replay of {entry.name} could not run: {why}")
+    def note(self, text: str) -> None:
+        """A note for the run section, printed the first time its kind is seen (the text up
+        to its first parenthesis or semicolon: one line per database outage, not per unit)."""
+        key = text.split(" (")[0].split(";")[0]
+        if key in self.notes:
+            self.notes[key][1] += 1
             return
-        finding = self.db.finding(entry)
-        if result["verdict"] == "still reproduces":
-            evidence = {**finding.evidence, "replayed_from": str(entry)}
-            self._new(dataclasses.replace(finding, evidence=evidence), replayed=True)
-            self._cell_result(Cell(ref="", kernel=finding.kernel, backend=finding.backend), BackendResult(
-                kernel=finding.kernel, backend=finding.backend, status="fail", reason=finding.kind, node=done.node))
-        else:
-            self.db.drop(entry)
-            self.progress.note(f"fixed: {finding.kind} in {finding.kernel} on {finding.backend} no longer reproduces")
+        self.notes[key] = [text, 1]
+        self.progress.note(f"note: {text}")
+
+    # -- the report --------------------------------------------------------------------------
 
     def show(self, elapsed: float) -> None:
         keys = [(c.kernel, c.backend) for c in self.cells]
-        running = {(c.kernel, c.backend) for c in self.units.values()}
+        running = {(c.kernel, c.backend) for c in self.cell_of.values()}
         self.progress.show(elapsed=elapsed, cells=per_backend(keys, self.reached(), running),
-                           examples=self.examples, findings=len(self.report.findings))
+                           examples=self.examples, findings=len(self.kept))
 
     def reached(self) -> set[tuple[str, str]]:
-        """(kernel, backend) of every cell that finished a unit."""
+        """(kernel, backend) of every cell that has a result."""
         return {(r.kernel, r.backend) for r in self.done.values()}
 
-    def finish(self, seconds: float) -> Report:
-        planned = {(r.kernel, cell_key(r)) for r in self.report.results}
-        self.report.results += [r for key, r in self.done.items() if key not in planned]
-        never = [c for c in self.cells if (c.kernel, c.backend) not in self.reached()]
-        why = "interrupted before it ran" if self.stop else "not reached within the budget"
-        self.report.results += [BackendResult(kernel=c.kernel, backend=c.backend, status="skipped",
-                                              reason=why) for c in never]
-        self.report.seconds = seconds
-        self.report.interrupted = self.stop
-        shutil.rmtree(self.options.out_dir / "tmp", ignore_errors=True)
-        return self.report
+    def assemble(self, seconds: float, *, final: bool, units: Units, running: set[Cell] = frozenset()) -> Report:
+        """The report as of now (``final``: the run is over)."""
+        base = self.base
+        report = Report(kernels=list(base.kernels), backends=list(base.backends), seed=base.seed,
+                        profile=base.profile, executor=base.executor, invalid=list(base.invalid),
+                        results=list(base.results), findings=list(self.kept.values()), seconds=seconds,
+                        interrupted=self.stop is not None)
+        planned = {(r.kernel, cell_key(r)) for r in report.results}
+        report.results += [r for key, r in self.done.items() if key not in planned]
+        for cell in (c for c in self.cells if (c.kernel, c.backend) not in self.reached()):
+            status = "interrupted" if final and self.stop and cell not in self.retired else "not_reached"
+            report.results.append(BackendResult(kernel=cell.kernel, backend=cell.backend, status=status,
+                                                reason=self._why_not(cell, final, cell in running)))
+        report.run = {"finished": final, "ended": self.ended if final else "running", "units": self.finished,
+                      "slices": self.slices, "retried": units.retried, "lost": self.lost,
+                      "notes": [text + (f" [{n} units]" if n > 1 else "") for text, n in self.notes.values()]
+                      + write_notes(units.write_errors)}
+        return report
+
+    def _why_not(self, cell: Cell, final: bool, running: bool) -> str:
+        if cell in self.retired:
+            return self.retired[cell]
+        if not final:
+            return "not reached yet"
+        end = {"stop": f"stopped by {self.stop}", "budget": "the budget ran out",
+               "slices": "the run's slices (max_slices) ran out"}.get(self.ended, "the run ended")
+        return f"{end} while its first unit ran" if running else f"{end} before it ran"
 
 
-def fuzz(options: FuzzOptions, *, stream: TextIO = sys.stderr) -> Report:
-    """Fuzz for ``options.budget_s`` seconds; write and return the report."""
+def fuzz(options: FuzzOptions, *, stream: TextIO | None = None) -> Report:
+    """Fuzz for ``options.budget_s`` seconds; write and return the report.
+
+    The output folder is checked and locked first (InvalidArgument when it cannot be
+    used, or another campaign holds it); the report is rewritten after every unit.
+    """
     from pallas_verify import execution
-    from pallas_verify.execution.units import check_database
-    from pallas_verify.reports.render import write_reports
+    from pallas_verify.campaigns.exampledb import check_database
+    from pallas_verify.campaigns.stop import StopOnSignal
 
-    started = time.monotonic()
+    stream = stream or sys.stderr
+    began = time.monotonic()
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
-    report = Report(seed=seed, profile="dev", executor=options.executor)
-    if options.db is not None:
-        check_database(options.db)
-    with execution.make(options.executor, workers=options.workers, address=options.ray_address) as executor:
-        cells = plan(options, report, executor)
-        run = _Run(options=options, report=report, cells=cells, progress=Progress(stream, options.budget_s),
-                   db=FailureDatabase(options.out_dir / "db"), seed=seed)
-        stream.write(f"pallas-verify fuzz: seed={seed}, {len(cells)} cells, executor {options.executor} with "
-                     f"{executor.slots()} slots, budget {options.budget_s:.0f} s, "
-                     f"{len(run.db.entries())} known findings to replay\n")
-        with _StopOnSignal(run):
-            _loop(run, executor, started)
-        if executor.retried:
-            run.progress.note(f"{executor.retried} units ran again on another node after theirs left the cluster")
-    run.finish(time.monotonic() - started)
-    paths = write_reports(report, options.out_dir)
-    run.progress.note(f"{len(report.findings)} findings in {report.seconds:.0f} s"
-                      f"{' (interrupted)' if run.stop else ''}; report: {paths['html']}")
-    return report
+    with CampaignOutput(options.out_dir, command="fuzz", stream=stream) as out, StopOnSignal() as stop:
+        report = Report(seed=seed, profile="dev", executor=options.executor)
+        if options.db is not None:
+            check_database(options.db)
+        with execution.make(options.executor, workers=options.workers, address=options.ray_address) as executor:
+            cells = plan(options, report, executor)
+            for bad in report.invalid:
+                stream.write(f"pallas-verify: error: {bad['reason']}\n")
+            run = _Run(options=options, base=report, cells=cells, progress=Progress(stream, options.budget_s),
+                       db=FailureDatabase(options.out_dir / "db"), seed=seed)
+            units = Units(executor, options.out_dir / "tmp")
+            replays = Replays(run, units)
+            stream.write(f"pallas-verify fuzz: seed={seed}, {len(cells)} cells, executor {options.executor} with "
+                         f"{executor.slots()} slots, budget {options.budget_s:.0f} s, "
+                         f"{len(replays.queue)} known findings to replay\n")
+            # The budget is the search's: importing the spec files (each within min(budget,
+            # IMPORT_LIMIT_S)) and planning come before it.
+            running = _loop(run, units, replays, out, time.monotonic(), stop, began)
+        final = run.assemble(time.monotonic() - began, final=True, units=units, running=running)
+        _tidy(options.out_dir / "tmp", final)
+        written = out.write(final)
+    where = f"report: {out.paths()['html']}" if written else f"report NOT written ({out.error})"
+    run.progress.note(f"{len(final.findings)} findings in {final.seconds:.0f} s"
+                      f"{' (interrupted)' if run.stop else ''}; {where}")
+    if not written:
+        final.run["output_error"] = out.error
+    return final
 
 
-class _StopOnSignal:
-    """SIGINT and SIGTERM set ``run.stop`` instead of killing the run."""
-
-    def __init__(self, run: _Run) -> None:
-        self.run = run
-        self.old: dict[int, Any] = {}
-
-    def __enter__(self) -> None:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self.old[sig] = signal.signal(sig, self._stop)
-
-    def _stop(self, signum: int, frame: Any) -> None:
-        self.run.stop = True
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self.old.items():
-            signal.signal(sig, handler)
+def _tidy(tmp: Path, report: Report) -> None:
+    """Remove the units' reproducer folders, but those a finding still points into (its
+    copy in the failure database could not be written)."""
+    keep = {Path(f.reproducer).parent for f in report.findings if f.reproducer}
+    for folder in sorted(tmp.iterdir()) if tmp.is_dir() else ():
+        if folder not in keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    if tmp.is_dir() and not any(tmp.iterdir()):
+        tmp.rmdir()
 
 
-def _loop(run: _Run, executor: Executor, started: float) -> None:
-    """Hand units to the executor until the budget is spent (plus a grace for running ones);
-    then cancel what is still running."""
+def _loop(run: _Run, units: Units, replays: Replays, out: CampaignOutput, started: float, stop: Any,
+          began: float | None = None) -> set[Cell]:
+    """Hand units out until the budget (from ``started``) is spent (plus a grace for
+    running ones), the slices run out, every cell retired, or a stop; then cancel what
+    still runs. The cells of the units cancelled. ``began``: when the run began."""
+    began = started if began is None else began
     budget = run.options.budget_s
     grace = max(5.0, min(60.0, budget * 0.1))
-    queue: list[Work] = run.replay_units()
     cells = run.order()
     held: list[Cell] = []
     try:
-        while not run.stop:
+        while not stop.requested:
             elapsed = time.monotonic() - started
             if elapsed < budget:
-                _assign(run, executor, queue, cells, held, budget - elapsed)
-            if not executor.running() or elapsed > budget + grace:
+                _assign(run, units, replays, cells, held, budget - elapsed)
+            if not units.running():
+                run.ended = "budget" if elapsed >= budget else "slices" if not run.more_slices() else "retired"
                 break
-            for done in executor.poll(0.5):
-                if not run.stop:
-                    run.absorb(done)
+            if elapsed > budget + grace:
+                break
+            arrived = units.poll(0.5)
+            for arrival in arrived:  # kept even when a stop arrived meanwhile
+                if arrival.work.kind == "replay":
+                    replays.absorb(arrival)
+                else:
+                    run.absorb(arrival)
+            if arrived:
+                out.write(run.assemble(time.monotonic() - began, final=False, units=units))
             run.show(elapsed)
     finally:
-        for work in executor.cancel():
-            run.units.pop(work.uid, None)
+        cancelled = units.cancel()
+    if stop.requested:  # checked after a poll's arrivals were kept
+        run.stop, run.ended = stop.requested, "stop"
+    return {run.cell_of.pop(w.uid) for w in cancelled if w.uid in run.cell_of}
 
 
-def _assign(run: _Run, executor: Executor, queue: list[Work], cells: Iterator[Cell], held: list[Cell],
+def _assign(run: _Run, units: Units, replays: Replays, cells: Iterator[Cell], held: list[Cell],
             remaining: float) -> None:
-    """Submit units while the executor has room; a cell whose chip is busy waits its turn."""
-    while queue and executor.free() > 0:
-        executor.submit(queue.pop(0))
+    """Submit units while the executor has room: replays of the failure database take
+    turns with the cells; a cell whose chip is busy waits its turn."""
+    replays.submit_one()
     for cell in list(held):
         if not run.more_slices():
-            return
-        if cell in run.retired or (executor.free() > 0 and executor.accepts(cell.hardware)):
+            break
+        if cell in run.retired or (units.free() > 0 and units.accepts(cell.hardware)):
             held.remove(cell)
             if cell not in run.retired:
-                executor.submit(run.slice_unit(cell, remaining))
+                units.submit(run.slice_unit(cell, remaining))
+                replays.turn = True
     for _ in range(len(run.cells)):
-        if executor.free() <= 0 or not run.more_slices():
-            return
+        if units.free() <= 0 or not run.more_slices():
+            break
         cell = next(cells, None)
         if cell is None:
-            return
-        if executor.accepts(cell.hardware):
-            executor.submit(run.slice_unit(cell, remaining))
+            break
+        if units.accepts(cell.hardware):
+            units.submit(run.slice_unit(cell, remaining))
+            replays.turn = True
+            replays.submit_one()
         elif cell not in held:
             held.append(cell)
+    while replays.submit_one(force=True):  # room no cell could take
+        pass

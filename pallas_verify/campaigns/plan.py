@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,10 @@ from pallas_verify.reports.report import BackendResult, Report, kernel_entry
 if TYPE_CHECKING:
     from pallas_verify.execution import Executor
 
-__all__ = ["Cell", "FuzzOptions", "catalog_modules", "fuzz_specs", "plan"]
+__all__ = ["IMPORT_LIMIT_S", "Cell", "FuzzOptions", "catalog_modules", "fuzz_specs", "plan"]
+
+#: The most seconds a spec file may take to import (and never more than the budget).
+IMPORT_LIMIT_S = 300.0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -26,7 +30,9 @@ class FuzzOptions:
         () = the bundled catalog and upstream wrappers.
       kernels: fnmatch pattern over spec names; default "*".
       backends: backend names; default None = every available backend.
-      budget_s: wall-time budget in seconds; default 1800.
+      budget_s: wall-time budget of the search in seconds (importing the spec files and
+        planning come before it; each import gets at most min(budget_s, IMPORT_LIMIT_S));
+        default 1800.
       out_dir: reports, reproducers and the failure database; default "pv-fuzz".
       workers: units in flight (worker processes, or Ray tasks); default 2. None: the
         executor's own (the Ray cluster's CPU count; 1 locally).
@@ -67,6 +73,12 @@ class FuzzOptions:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgument(f"{field}={value!r} must be a positive integer.")
+        for field, least in (("budget_s", 0.0), ("timeout_s", 0.0), ("shrink_budget_s", None)):
+            value = getattr(self, field)
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            if not ok or (value <= least if least is not None else value < 0):
+                what = "more than 0" if least is not None else "0 or more"
+                raise InvalidArgument(f"{field}={value!r} must be a finite number of seconds, {what}.")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -79,20 +91,54 @@ class Cell:
     hardware: str | None = None
 
 
-def fuzz_specs(options: FuzzOptions) -> list[tuple[str, Any]]:
-    """(reference, spec) of every spec to fuzz, filtered by the kernels pattern."""
+def fuzz_specs(options: FuzzOptions, invalid: list[dict[str, str]]) -> list[tuple[str, Any]]:
+    """(reference, spec) of every spec to fuzz, filtered by the kernels pattern.
+
+    Each target named (a user's spec file or module) is imported in a worker process
+    first (``execution.imports``): one that exits, aborts, hangs or raises at import is
+    listed in ``invalid`` (``{"target", "reason"}``) and the others still run. The
+    bundled catalog is imported directly.
+    """
     from pallas_verify import loader
+    from pallas_verify.execution.isolation import Worker
 
     refs = list(options.targets) or catalog_modules()
     found, seen = [], set()
-    for ref in refs:
-        for spec in loader.load_specs(ref):
-            if fnmatch.fnmatchcase(spec.name, options.kernels) and spec.name not in seen:
-                seen.add(spec.name)
-                found.append((loader.spec_ref(spec), spec))
+    probe = Worker() if options.targets else None
+    try:
+        for ref in refs:
+            specs = _load(ref, probe, min(options.budget_s, IMPORT_LIMIT_S), invalid)
+            for spec in specs:
+                if fnmatch.fnmatchcase(spec.name, options.kernels) and spec.name not in seen:
+                    seen.add(spec.name)
+                    found.append((loader.spec_ref(spec), spec))
+    finally:
+        if probe is not None:
+            probe.close()
     if not found:
+        if invalid:
+            raise InvalidArgument("\n".join(i["reason"] for i in invalid))
         raise InvalidArgument(f"kernels={options.kernels!r} matches no KernelSpec in {refs}.")
     return found
+
+
+def _load(ref: str, probe: Any, limit_s: float, invalid: list[dict[str, str]]) -> list[Any]:
+    """The specs ``ref`` holds; with ``probe``, imported there first, and a failure listed
+    in ``invalid`` instead of raised."""
+    from pallas_verify import loader
+    from pallas_verify.errors import InvalidSpec
+    from pallas_verify.execution.imports import check_import
+
+    if probe is None:
+        return loader.load_specs(ref)
+    why = check_import(ref, limit_s=limit_s, worker=probe)
+    if why is None:
+        try:
+            return loader.load_specs(ref)
+        except (InvalidArgument, InvalidSpec) as exc:
+            why = str(exc)
+    invalid.append({"target": ref, "reason": why})
+    return []
 
 
 def catalog_modules() -> list[str]:
@@ -119,7 +165,7 @@ def plan(options: FuzzOptions, report: Report, executor: Executor) -> list[Cell]
     report.backends = [b.name for b in chosen]
     placed = {b.name: choose_hardware(b.name, options.hardware, executor.offers) for b in chosen}
     cells = []
-    for ref, spec in fuzz_specs(options):
+    for ref, spec in fuzz_specs(options, report.invalid):
         report.kernels.append(kernel_entry(spec))
         for backend in chosen:
             hardware, missing = placed[backend.name]

@@ -1,17 +1,19 @@
-"""The one way work leaves this process: an Executor runs units of work elsewhere.
+"""How work leaves this process: an Executor runs units of work elsewhere.
 
 ``EXECUTORS`` is the table of executors (the CLI's ``--executor`` choices); ``make``
 builds one. ``local`` is a pool of worker processes on this host, ``ray`` runs each unit
-as a task on a Ray cluster.
+as a task on a Ray cluster. Cases run in worker processes of their own (``isolation``);
+spec files are imported in one first (``imports``); no process a unit started outlives it
+(``lifeline``). What a unit's end means is the campaign's business (``campaigns.units``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pallas_verify.execution.base import Done, Executor, Work, lost, run_entry
+from pallas_verify.execution.base import Done, Executor, Failure, Update, Work, emit, run_entry
 
-__all__ = ["EXECUTORS", "Done", "Executor", "Work", "lost", "make", "run_entry"]
+__all__ = ["EXECUTORS", "Done", "Executor", "Failure", "Update", "Work", "emit", "make", "run_entry"]
 
 #: --executor choices -> what they mean.
 EXECUTORS: Mapping[str, str] = {

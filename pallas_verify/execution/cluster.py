@@ -1,12 +1,14 @@
 """The Ray executor: each unit of work is one Ray task, placed by the hardware it needs.
 
 Ray schedules; this module only asks. A unit needing a chip asks for its resources
-(``placement.ray_request``); one that no alive node offers is answered at once with a
-``skipped`` result naming what is missing, never left pending. Failures map onto the
-local executor's: a task that overruns its ``limit_s`` is force-cancelled (``timeout``),
-one whose worker process died is a ``crash``, one whose node died is submitted again
-elsewhere (at most ``node_retries`` times), and ``cancel`` stops every task in flight.
-Every unit reports the node that ran it.
+(``placement.ray_request``); one that no alive node offers ends at once with a
+``Failure("unplaceable")`` naming what is missing, never left pending. Other ends map
+onto the local executor's: a task past its ``limit_s`` is force-cancelled (``overran``),
+one whose worker process died is ``died``, one whose node died (or whose result was lost
+with it) is ``node``; what to do about each is the campaign's decision. A unit's
+``emit`` goes through a small mailbox actor the driver reads at every poll, ahead of the
+unit's end. ``cancel`` force-cancels every task in flight (the case workers a task
+started follow it: ``lifeline``). Every unit reports the node that ran it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pallas_verify.errors import InvalidArgument
-from pallas_verify.execution.base import Done, Executor, Work, host, lost, run_entry
+from pallas_verify.execution.base import Done, Executor, Failure, Update, Work, host, run_entry
 from pallas_verify.execution.isolation import PARALLEL_RUNS_ENV
 from pallas_verify.execution.placement import RayRequest, ray_request
 
@@ -29,7 +31,7 @@ __all__ = ["RayExecutor"]
 _OFFERS_EVERY_S = 2.0
 
 
-def _task(work: Work) -> dict[str, Any]:
+def _task(work: Work, mailbox: Any) -> dict[str, Any]:
     """The body of every Ray task: the worker side of ``run_entry`` plus where it ran."""
     import ray
 
@@ -38,14 +40,32 @@ def _task(work: Work) -> dict[str, Any]:
     configure()
     os.environ[PARALLEL_RUNS_ENV] = str(os.cpu_count() or 1)  # Ray runs a task per CPU of the node
     node = f"{host()}:{ray.get_runtime_context().get_node_id()[:8]}"
-    return {"result": run_entry(work), "node": node}
+
+    def send(value: Any) -> None:  # delivered before the task ends: the driver reads updates first
+        ray.get(mailbox.put.remote(work.uid, value, node))
+
+    value, failure = run_entry(work, sink=send)
+    return {"value": value, "failure": failure, "node": node}
+
+
+class _Mailbox:
+    """Updates of running units (an actor on the driver's cluster; no CPU reserved)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[int, Any, str]] = []
+
+    def put(self, uid: int, value: Any, node: str) -> None:
+        self.items.append((uid, value, node))
+
+    def take(self) -> list[tuple[int, Any, str]]:
+        items, self.items = self.items, []
+        return items
 
 
 @dataclasses.dataclass
 class _Flight:
     work: Work
     started: float
-    attempts: int = 1
 
 
 class RayExecutor(Executor):
@@ -56,7 +76,7 @@ class RayExecutor(Executor):
 
     name = "ray"
 
-    def __init__(self, address: str | None = None, workers: int | None = None, *, node_retries: int = 2) -> None:
+    def __init__(self, address: str | None = None, workers: int | None = None) -> None:
         try:
             import ray
         except ImportError:
@@ -67,8 +87,8 @@ class RayExecutor(Executor):
         if self._owned:
             self._init(address)
         self._remote = ray.remote(max_retries=0)(_task)
+        self._mailbox: Any = None
         self._workers = workers
-        self._retries = node_retries
         self._flights: dict[Any, _Flight] = {}
         self._offers: tuple[float, list[Mapping[str, float]]] = (0.0, [])
 
@@ -93,12 +113,15 @@ class RayExecutor(Executor):
                 # threaded process does not apply to a child that execs at once.
                 warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
                 self._ray.init(address=target, **kwargs)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+        except (ConnectionError, RuntimeError, ValueError, self._ray.exceptions.RayError) as exc:
+            why = _first(exc).split(". ")[0]
             if target == "local":
-                raise InvalidArgument(f"ray_address=None: could not start a local Ray instance ({exc}); start "
+                raise InvalidArgument(f"ray_address=None: could not start a local Ray instance ({why}); start "
                                       "one with `ray start --head` and pass --ray-address HOST:6379.") from None
-            raise InvalidArgument(f"ray_address={address!r}: cannot join the Ray cluster ({exc}); start it "
-                                  "with `ray start --head` or pass its address, e.g. --ray-address HOST:6379.") from None
+            raise InvalidArgument(f"ray_address={address!r}: cannot join the Ray cluster ({why}); start it "
+                                  "with `ray start --head` or pass its address, e.g. --ray-address HOST:6379; a "
+                                  "token-protected cluster also needs RAY_AUTH_MODE=token and its token "
+                                  "(RAY_AUTH_TOKEN_PATH, see docs/cluster.md).") from None
 
     # -- capacity and placement ------------------------------------------------------------
 
@@ -137,61 +160,68 @@ class RayExecutor(Executor):
 
     # -- running ---------------------------------------------------------------------------
 
-    def submit(self, work: Work, attempts: int = 1) -> None:
+    def submit(self, work: Work) -> None:
+        if self._mailbox is None:
+            self._mailbox = self._ray.remote(num_cpus=0)(_Mailbox).remote()
         request = ray_request(work.hardware)
         options: dict[str, Any] = {"num_cpus": request.num_cpus, "num_gpus": request.num_gpus,
                                    "resources": dict(request.resources)}
         if work.env:
             options["runtime_env"] = {"env_vars": dict(work.env)}
-        ref = self._remote.options(**options).remote(work)
-        self._flights[ref] = _Flight(work=work, started=time.monotonic(), attempts=attempts)
+        ref = self._remote.options(**options).remote(work, self._mailbox)
+        self._flights[ref] = _Flight(work=work, started=time.monotonic())
 
     def running(self) -> list[Work]:
         return [f.work for f in self._flights.values()]
 
-    def poll(self, timeout_s: float) -> list[Done]:
+    def poll(self, timeout_s: float) -> list[Done | Update]:
         ray = self._ray
         if not self._flights:
             return []
         refs = list(self._flights)
         ray.wait(refs, num_returns=1, timeout=timeout_s)
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-        finished = [self._fetch(ref) for ref in ready]
+        out: list[Done | Update] = self._updates()  # sent before the ends that follow
+        out += [self._fetch(ref) for ref in ready]
         now = time.monotonic()
         for ref, flight in list(self._flights.items()):
-            if ref in ready:
-                continue
             missing = self._missing(ray_request(flight.work.hardware)) if flight.work.hardware else None
-            if missing is not None or now - flight.started > flight.work.limit_s:
-                ray.cancel(ref, force=True)
-                del self._flights[ref]
-                result = ({"skipped": missing} if missing else
-                          lost("timeout", f"the Ray task did not finish the unit within {flight.work.limit_s:.0f} s"))
-                finished.append(Done(work=flight.work, result=result, node="", seconds=now - flight.started,
-                                     attempts=flight.attempts))
-        return [d for d in finished if d is not None]
+            if missing is None and now - flight.started <= flight.work.limit_s:
+                continue
+            ray.cancel(ref, force=True)
+            del self._flights[ref]
+            failure = (Failure(cause="unplaceable", message=missing) if missing else
+                       Failure(cause="overran", message=f"the Ray task did not finish the unit within "
+                                                        f"{flight.work.limit_s:.0f} s"))
+            out.append(Done(work=flight.work, failure=failure, seconds=now - flight.started))
+        return out
 
-    def _fetch(self, ref: Any) -> Done | None:
+    def _updates(self) -> list[Done | Update]:
+        by_uid = {f.work.uid: f.work for f in self._flights.values()}
+        try:
+            items = self._ray.get(self._mailbox.take.remote(), timeout=30)
+        except self._ray.exceptions.RayError:
+            return []  # the mailbox is gone with its node: the units' ends still come
+        return [Update(work=by_uid[uid], value=value, node=node) for uid, value, node in items if uid in by_uid]
+
+    def _fetch(self, ref: Any) -> Done:
         ray = self._ray
         flight = self._flights.pop(ref)
         seconds = time.monotonic() - flight.started
         try:
             answer = ray.get(ref)
         except (ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError) as exc:
-            if flight.attempts <= self._retries:
-                self.retried += 1
-                self.submit(flight.work, attempts=flight.attempts + 1)
-                return None
-            answer = {"result": lost("crash", f"the node running the unit died {flight.attempts} times; last: {exc}"),
-                      "node": ""}
+            failure = Failure(cause="node", message=f"the node running the unit left the cluster: {_first(exc)}")
         except ray.exceptions.WorkerCrashedError as exc:
-            answer = {"result": lost("crash", f"the Ray worker process died: {str(exc).splitlines()[0]}"), "node": ""}
+            failure = Failure(cause="died", message=f"the Ray worker process running the unit died: {_first(exc)}")
         except ray.exceptions.TaskCancelledError:
-            answer = {"result": lost("timeout", "the Ray task was cancelled"), "node": ""}
+            failure = Failure(cause="overran", message="the Ray task was cancelled")
         except ray.exceptions.RayError as exc:
-            answer = {"result": lost("exception", f"{type(exc).__name__}: {exc}"), "node": ""}
-        return Done(work=flight.work, result=answer["result"], node=answer["node"], seconds=seconds,
-                    attempts=flight.attempts)
+            failure = Failure(cause="executor", message=f"{type(exc).__name__}: {_first(exc)}")
+        else:
+            return Done(work=flight.work, value=answer["value"], failure=answer["failure"], node=answer["node"],
+                        seconds=seconds)
+        return Done(work=flight.work, failure=failure, seconds=seconds)
 
     def cancel(self) -> list[Work]:
         stopped = self.running()
@@ -202,5 +232,11 @@ class RayExecutor(Executor):
 
     def close(self) -> None:
         self.cancel()
+        self._mailbox = None
         if self._owned and self._ray.is_initialized():
             self._ray.shutdown()
+
+
+def _first(exc: BaseException) -> str:
+    """The first line of an exception's message."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

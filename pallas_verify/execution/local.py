@@ -1,9 +1,12 @@
 """The local executor: a pool of worker processes on this host.
 
 Each worker is a spawned Python process that runs units (``base.run_entry``) until its
-pipe closes; it ignores SIGINT (the driver decides when to stop). A worker that dies
-yields a ``crash`` result, one that overruns its unit's ``limit_s`` is killed and yields
-``timeout``; either way a fresh worker takes its place.
+pipe closes. It leads a process group of its own, which the case workers it starts join,
+ignores SIGINT (the driver decides when to stop) and exits when the driver is gone
+(``lifeline``). A unit's ``emit`` travels over the same pipe ahead of its value. A worker
+that dies yields a ``Failure("died")``, one that overruns its unit's ``limit_s`` is
+killed with its whole group (``Failure("overran")``); either way a fresh worker takes its
+place.
 """
 
 from __future__ import annotations
@@ -16,14 +19,17 @@ import time
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from pallas_verify.execution.base import Done, Executor, Work, host, lost, run_entry
+from pallas_verify.execution.base import Done, Executor, Failure, Update, Work, host, run_entry
 from pallas_verify.execution.isolation import PARALLEL_RUNS_ENV
+from pallas_verify.execution.lifeline import follow_parent, kill_group, lead_group
 
 __all__ = ["LocalExecutor"]
 
 
 def _serve(conn: Connection, runs: int) -> None:
     """A worker process (one of ``runs`` on this host): run units until the parent closes the pipe."""
+    lead_group()
+    follow_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from pallas_verify._env import configure
 
@@ -34,7 +40,8 @@ def _serve(conn: Connection, runs: int) -> None:
             work = conn.recv()
         except (EOFError, OSError):
             return
-        conn.send(run_entry(work))
+        value, failure = run_entry(work, sink=lambda update: conn.send(("update", update)))
+        conn.send(("done", value, failure))
 
 
 @dataclasses.dataclass
@@ -56,9 +63,10 @@ class _Slot:
         return cls(process=process, conn=parent)
 
     def kill(self) -> None:
+        """Stop the worker and every process it started (its process group)."""
         self.conn.close()
-        if self.process.is_alive():
-            self.process.kill()
+        if self.process.pid is not None:
+            kill_group(self.process.pid)
         self.process.join(timeout=10)
 
 
@@ -98,43 +106,57 @@ class LocalExecutor(Executor):
     def running(self) -> list[Work]:
         return [s.work for s in self._slots if s.work is not None]
 
-    def poll(self, timeout_s: float) -> list[Done]:
+    def poll(self, timeout_s: float) -> list[Done | Update]:
         busy = [s for s in self._slots if s.work is not None]
         if not busy:
             return []
         ready = wait([s.conn for s in busy] + [s.process.sentinel for s in busy], timeout=timeout_s)
-        finished = []
-        for slot in list(self._slots):
+        out: list[Done | Update] = []
+        for slot in busy:
             work = slot.work
-            if work is None:
-                continue
+            assert work is not None
             seconds = time.monotonic() - slot.started
-            healthy = False
-            if slot.conn in ready:
-                try:
-                    result, healthy = slot.conn.recv(), True
-                except (EOFError, OSError):
-                    result = self._died(slot)
-            elif slot.process.sentinel in ready:
-                result = self._died(slot)
+            end: Done | None = None
+            if slot.conn in ready or slot.process.sentinel in ready:
+                end = self._drain(slot, work, seconds, out)
             elif seconds > work.limit_s:
-                result = lost("timeout", f"the worker process did not finish the unit within {work.limit_s:.0f} s")
-            else:
+                why = f"the worker process did not finish the unit within {work.limit_s:.0f} s"
+                end = Done(work=work, failure=Failure(cause="overran", message=why), node=host(), seconds=seconds)
+            if end is None:
                 continue
-            if healthy:
+            if end.failure is None or end.failure.cause == "raised":
                 slot.work = None
             else:
                 slot.kill()
                 self._slots.remove(slot)
-            finished.append(Done(work=work, result=result, node=host(), seconds=seconds))
-        return finished
+            out.append(end)
+        return out
+
+    def _drain(self, slot: _Slot, work: Work, seconds: float, out: list[Done | Update]) -> Done | None:
+        """Every message the worker has sent (updates into ``out``); its Done, if it ended."""
+        try:
+            while slot.conn.poll(0):
+                message = slot.conn.recv()
+                if message[0] == "update":
+                    out.append(Update(work=work, value=message[1], node=host()))
+                else:
+                    return Done(work=work, value=message[1], failure=message[2], node=host(), seconds=seconds)
+        except (EOFError, OSError):
+            return Done(work=work, failure=self._died(slot), node=host(), seconds=seconds)
+        if slot.process.is_alive():
+            return None
+        return Done(work=work, failure=self._died(slot), node=host(), seconds=seconds)
 
     @staticmethod
-    def _died(slot: _Slot) -> dict[str, Any]:
+    def _died(slot: _Slot) -> Failure:
+        kill_group(slot.process.pid)  # the case workers it left behind
         slot.process.join(timeout=5)
         code = slot.process.exitcode
-        how = f" (exit code {code})" if code else ""
-        return lost("crash", f"the worker process died{how}")
+        if code is not None and code < 0:
+            how = f"was killed by signal {signal.Signals(-code).name}"
+        else:
+            how = f"exited with code {code}" if code is not None else "stopped answering"
+        return Failure(cause="died", message=f"the worker process running the unit {how}")
 
     def cancel(self) -> list[Work]:
         stopped = [s.work for s in self._slots if s.work is not None]

@@ -19,11 +19,12 @@ def _xml_text(text: str) -> str:
 
 def junit_xml(report: Report, *, suite: str = "pallas-verify") -> str:
     """One testcase per kernel x backend cell (classname = kernel, name = backend)."""
-    counts = {s: sum(r.status == s for r in report.results) for s in ("fail", "skipped", "unsupported", "interrupted")}
+    unrun = ("skipped", "unsupported", "interrupted", "not_reached")
+    counts = {s: sum(r.status == s for r in report.results) for s in ("fail", *unrun)}
     root = ET.Element("testsuites")
     node = ET.SubElement(root, "testsuite", name=suite, tests=str(len(report.results)),
                          failures=str(counts["fail"]), errors="0",
-                         skipped=str(counts["skipped"] + counts["unsupported"] + counts["interrupted"]), time=f"{report.seconds:.3f}")
+                         skipped=str(sum(counts[s] for s in unrun)), time=f"{report.seconds:.3f}")
     for result in report.results:
         name = result.backend + (f"+{result.transform}" if result.transform else "")
         case = ET.SubElement(node, "testcase", classname=_xml_text(result.kernel), name=_xml_text(name),
@@ -33,7 +34,8 @@ def junit_xml(report: Report, *, suite: str = "pallas-verify") -> str:
             failure = ET.SubElement(case, "failure", message=_xml_text(result.reason),
                                     type=found[0].kind if found else "finding")
             failure.text = _xml_text("\n\n".join(finding_text(f) for f in found))
-        elif result.status in ("skipped", "unsupported", "interrupted"):
-            ET.SubElement(case, "skipped", message=_xml_text(f"{result.status}: {result.reason}"))
+        elif result.status in unrun:
+            status = result.status.replace("_", " ")
+            ET.SubElement(case, "skipped", message=_xml_text(f"{status}: {result.reason}"))
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -28,8 +28,9 @@ from pallas_verify.reports.report import BackendResult, Report
 __all__ = ["CELL_LABELS", "matrix_lines", "reason_lines", "tally"]
 
 #: What a cell of each status shows; a cell with no result shows "-".
-CELL_LABELS = {"pass": "PASS", "fail": "FAIL", "unsupported": "n/a", "skipped": "skip", "interrupted": "stop"}
-_REASON_ORDER = ("unsupported", "skipped", "interrupted", "pass")  # a failure's reason is its findings
+CELL_LABELS = {"pass": "PASS", "fail": "FAIL", "unsupported": "n/a", "skipped": "skip", "interrupted": "stop",
+               "not_reached": "not reached"}
+_REASON_ORDER = ("unsupported", "skipped", "interrupted", "not_reached", "pass")  # a failure's reason is its findings
 _WIDTH = 100  # reasons wrap here
 _Row = tuple[str, str | None]  # (kernel, transform)
 
@@ -68,11 +69,12 @@ def _groups(columns: Sequence[str]) -> list[tuple[str | None, list[str]]]:
     return groups
 
 
-def _widths(groups: Sequence[tuple[str | None, list[str]]]) -> dict[str, int]:
+def _widths(groups: Sequence[tuple[str | None, list[str]]], labels: Iterable[str]) -> dict[str, int]:
     widths: dict[str, int] = {}
+    label = max(map(len, labels))
     for family, names in groups:
         for name in names:
-            widths[name] = max(len(_family(name)[1]), max(map(len, CELL_LABELS.values())))
+            widths[name] = max(len(_family(name)[1]), label)
         if family is not None:  # the family's header must fit over its targets
             short = len(family) + 1 - (sum(widths[n] for n in names) + len(names) - 1)
             widths[names[-1]] += max(short, 0)
@@ -91,7 +93,8 @@ def matrix_lines(report: Report) -> list[str]:
     """The header (backend names) and one line per kernel and per kernel transform."""
     columns, rows = _columns(report), _rows(report)
     groups = _groups(columns)
-    widths = _widths(groups)
+    shown = {CELL_LABELS[r.status] for r in report.results}
+    widths = _widths(groups, [*shown, *(v for k, v in CELL_LABELS.items() if k != "not_reached")])
     first = max([len("kernel"), *(len(_row_label(r)) for r in rows)]) + 2
     cells = {(r.kernel, r.transform, r.backend): r for r in report.results}
 
@@ -159,7 +162,7 @@ def reason_lines(report: Report) -> list[str]:
             reasons.setdefault((r.status, _shared_reason(r)), []).append(((r.kernel, r.transform), r.backend))
     lines: list[str] = []
     for (status, reason), cells in sorted(reasons.items(), key=lambda kv: _REASON_ORDER.index(kv[0][0])):
-        label = CELL_LABELS[status].lower().ljust(6)
+        label = (CELL_LABELS[status].lower() + " ").ljust(6)
         lines += textwrap.wrap(reason, _WIDTH, initial_indent=label, subsequent_indent=" " * 6)
         lines += textwrap.wrap(_covered(cells, rows, columns), _WIDTH, initial_indent=" " * 8,
                                subsequent_indent=" " * 10, break_on_hyphens=False)

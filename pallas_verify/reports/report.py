@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["BackendResult", "Report", "cell_key", "divergence_cells", "finding_dict", "finding_from_dict", "join_reasons", "jsonable",
            "kernel_entry", "unrun_results", "write_atomic"]
 
-Status = Literal["pass", "fail", "unsupported", "skipped", "interrupted"]
+Status = Literal["pass", "fail", "unsupported", "skipped", "interrupted", "not_reached"]
 _LIST_SEPARATOR = ", "  # reason and node hold their lists as text, in JSON too
 
 
@@ -36,8 +36,10 @@ class BackendResult:
     Attributes:
       kernel, backend: the cell's coordinates.
       status: pass, fail (with findings), unsupported (declared by the spec, with the
-        reason), skipped (backend not available here or not for this platform) or
-        interrupted (the run was stopped before this cell's search finished).
+        reason), skipped (backend not available here or not for this platform),
+        interrupted (a signal stopped the run before this cell's search finished) or
+        not_reached (a campaign did not get to run it: its budget ran out, or its units
+        were lost to the infrastructure; the reason says which).
       reason: why unsupported or skipped; the kinds of its findings for fail (a list,
         see ``reasons``).
       examples: examples Hypothesis generated and ran on this backend.
@@ -95,7 +97,10 @@ class BackendResult:
 class Report:
     """Findings and coverage of one run (one or more kernels).
 
-    ``invalid`` lists the specs that could not be searched: ``{"kernel": name, "reason": why}``.
+    ``invalid`` lists the specs that could not be searched: ``{"kernel": name, "reason": why}``,
+    or ``{"target": file, "reason": why}`` for a spec file that could not be imported.
+    ``run`` is a campaign's account of itself (units, retries, lost units, notes); see
+    docs/report-json.md.
     """
 
     kernels: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -108,6 +113,7 @@ class Report:
     interrupted: bool = False
     executor: str | None = None
     invalid: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    run: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def merge(self, other: Report) -> None:
         """Fold another report (e.g. one kernel's) into this one."""
@@ -134,6 +140,7 @@ class Report:
             "backends": list(self.backends),
             "findings": [finding_dict(f) for f in self.findings],
             "invalid_specs": [dict(i) for i in self.invalid],
+            "run": jsonable(self.run),
         }
 
     def write_json(self, path: str | os.PathLike[str]) -> Path:
@@ -150,7 +157,7 @@ class Report:
         return cls(kernels=kernels, backends=list(data["backends"]), findings=findings, results=results,
                    seed=data.get("seed"), profile=data.get("profile", "dev"), seconds=data.get("seconds", 0.0),
                    interrupted=data.get("interrupted", False), executor=data.get("executor"),
-                   invalid=list(data.get("invalid_specs", [])))
+                   invalid=list(data.get("invalid_specs", [])), run=dict(data.get("run", {})))
 
 
 _FINDING_FIELDS = {f.name for f in dataclasses.fields(Finding)}

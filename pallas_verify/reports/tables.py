@@ -70,4 +70,17 @@ def summary_pairs(report: Report) -> list[tuple[str, str]]:
         ("profile", report.profile),
         ("seconds", f"{report.seconds:.1f}"),
         ("interrupted", "yes" if report.interrupted else "no"),
+        *_run_pairs(report.run),
     ]
+
+
+def _run_pairs(run: dict) -> list[tuple[str, str]]:
+    """A campaign's lost and retried units and its notes (the report's run section)."""
+    pairs = []
+    for key, label in (("lost", "lost units"), ("retried", "retried units")):
+        units = run.get(key) or []
+        if units:
+            causes = sorted({u.get("cause", "?") for u in units})
+            pairs.append((label, f"{len(units)} ({', '.join(causes)})"))
+    pairs += [("note", str(note)) for note in run.get("notes", [])]
+    return pairs

@@ -140,7 +140,10 @@ def print_matrix(report: Report, file: TextIO | None = None) -> None:
 def _print_tail(report: Report, file: TextIO, cells: str = "") -> None:
     """Invalid specs, each finding with its reproducer, and the count."""
     for bad in report.invalid:
-        print(f"{bad['kernel']}\n  INVALID SPEC: {bad['reason']}", file=file)
+        print(f"{bad.get('kernel') or bad.get('target')}\n  INVALID SPEC: {bad['reason']}", file=file)
+    for unit in report.run.get("lost", []):
+        print(f"LOST UNIT {unit.get('unit', '?')} ({unit.get('cause')}, {unit.get('attempts', 1)} attempts): "
+              f"{str(unit.get('message', '')).splitlines()[0] if unit.get('message') else ''}", file=file)
     for f in report.findings:
         print(f"\n{finding_text(f)}\nfirst seen after {f.elapsed_s:.1f} s", file=file)
     n = len(report.findings)

@@ -19,6 +19,7 @@ from benchmarks import (
     cost,
     deadlock,
     detection,
+    faults,
     machine,
     overhead,
     precision,
@@ -26,6 +27,7 @@ from benchmarks import (
     sampling,
     table,
 )
+from pallas_verify.execution import Failure
 from reference_kernels.mutants import mutants
 
 
@@ -164,14 +166,15 @@ def test_a_baseline_case_past_the_limit_counts_at_its_start_plus_the_limit(tmp_p
                         '{"event": "start", "example": 1, "t": 3.5, "at": 4.5}\n{"event": "st')  # partial
     start = detection._last_start(progress)
     assert start is not None and start["t"] == 3.5  # the partial last line is not read
-    killed = detection._verdict({"kind": "timeout", "error": "unit limit"}, start, settings)
+    overran = Failure(cause="overran", message="unit limit")
+    killed = detection._verdict(None, overran, start, settings)
     assert killed == {"found": True, "seconds": 5.5, "examples": None,
                       "why": "timeout: a case ran past 2.0 s and was killed"}
-    assert detection._verdict({"kind": "timeout", "error": "x"}, None, settings)["seconds"] == 2.0
+    assert detection._verdict(None, overran, None, settings)["seconds"] == 2.0
     done = {"found": False, "seconds": 10.0, "examples": 4, "why": None}
-    assert detection._verdict(done, start, settings) == done
-    with pytest.raises(RuntimeError, match="the baseline unit failed \\(exception\\): KeyError: 'nope'"):
-        detection._verdict({"kind": "exception", "error": "KeyError: 'nope'"}, start, settings)
+    assert detection._verdict(done, None, start, settings) == done
+    with pytest.raises(RuntimeError, match="the baseline unit failed \\(raised\\): KeyError: 'nope'"):
+        detection._verdict(None, Failure(cause="raised", message="KeyError: 'nope'"), start, settings)
 
 
 @pytest.mark.slow
@@ -188,3 +191,14 @@ def test_baselines_run_on_the_executor_and_a_hang_is_killed_at_the_per_case_limi
         assert pool.running() == []  # the hung worker was stopped
         found = detection._baseline(pool, by_name["rotated_index_map"], "hlo_grid", settings, progress)
     assert found["found"] is True and _positive(found["seconds"]) and found["examples"] >= 1
+
+
+def test_faults_section_stages_faults_and_says_what_survived_and_what_each_cost() -> None:
+    result = faults.faults(only=("out_dev_null", "bad_numbers"))
+    assert result["faults_tried"] == 2 and result["faults_survived"] == 2
+    for name in ("out_dev_null", "bad_numbers"):
+        row = result["per_fault"][name]
+        assert row["survived"] is True and row["exit"] == 2 and _positive(row["seconds"])
+        assert row["checks"]["refused_with_exit_2"] and row["checks"]["no_orphan"]
+    text = table.render({"faults_survived": 2, "faults": result})
+    assert "faults survived" in text and "out_dev_null  survived" in text

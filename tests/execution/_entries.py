@@ -22,3 +22,24 @@ def abort(work: Any) -> dict[str, Any]:
 
 def fail(work: Any) -> dict[str, Any]:
     raise ValueError("planted failure")
+
+
+def chatty(work: Any) -> dict[str, Any]:
+    from pallas_verify.execution import emit
+
+    emit({"step": 1})
+    emit({"step": 2})
+    return {"done": work.params.get("value")}
+
+
+def spawn_and_hang(work: Any) -> dict[str, Any]:
+    """Start a case worker (as a slice does), say its pid, then hang."""
+    from pallas_verify.execution import emit
+    from pallas_verify.execution.isolation import Worker
+
+    worker = Worker()
+    worker.submit({"task": "import", "ref": "reference_kernels.mutants.grid:block_copy_spec"})
+    assert worker._proc is not None
+    emit({"worker": worker._proc.pid})
+    time.sleep(3600)
+    return {}

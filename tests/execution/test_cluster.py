@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pytest
 
 from pallas_verify.campaigns.fuzz import FuzzOptions, fuzz
-from pallas_verify.execution import Work
+from pallas_verify.execution import Done, Update, Work
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray_cluster")]
 
@@ -64,26 +64,30 @@ def _cells(out) -> dict:
 
 def _wait(executor, want: int) -> list:
     got, deadline = [], time.monotonic() + 120
-    while len(got) < want and time.monotonic() < deadline:
+    while sum(isinstance(d, Done) for d in got) < want and time.monotonic() < deadline:
         got += executor.poll(0.5)
     return got
 
 
-def test_ray_units_time_out_crash_and_raise_as_locally(cluster):
+def test_ray_units_end_and_send_updates_as_locally(cluster):
     from pallas_verify.execution.cluster import RayExecutor
 
     with RayExecutor() as executor:
-        for name, limit in (("echo", 60.0), ("hang", 3.0), ("abort", 60.0), ("fail", 60.0)):
+        for name, limit in (("echo", 60.0), ("hang", 3.0), ("abort", 60.0), ("fail", 60.0), ("chatty", 60.0)):
             executor.submit(Work(entry=f"_entries:{name}", kind="test", params={"value": 7}, limit_s=limit))
-        done = {d.work.entry: d for d in _wait(executor, 4)}
-    assert done["_entries:echo"].result["echo"] == 7
-    assert done["_entries:echo"].result["parallel_runs"] == str(os.cpu_count())  # a task per CPU
+        got = _wait(executor, 5)
+    done = {d.work.entry: d for d in got if isinstance(d, Done)}
+    assert done["_entries:echo"].value["echo"] == 7
+    assert done["_entries:echo"].value["parallel_runs"] == str(os.cpu_count())  # a task per CPU
     assert done["_entries:echo"].node.startswith(cluster.host + ":")
-    assert done["_entries:hang"].result["kind"] == "timeout"
-    assert done["_entries:abort"].result["kind"] == "crash"
-    assert "Ray worker process died" in done["_entries:abort"].result["error"]
-    assert done["_entries:fail"].result["kind"] == "exception"
-    assert "planted failure" in done["_entries:fail"].result["error"]
+    assert done["_entries:hang"].failure.cause == "overran"
+    assert done["_entries:abort"].failure.cause == "died"
+    assert "Ray worker process running the unit died" in done["_entries:abort"].failure.message
+    assert done["_entries:fail"].failure.cause == "raised"
+    assert "planted failure" in done["_entries:fail"].failure.message
+    chatty = [d for d in got if d.work.entry == "_entries:chatty"]
+    assert [type(d) for d in chatty] == [Update, Update, Done]
+    assert [d.value for d in chatty] == [{"step": 1}, {"step": 2}, {"done": 7}]
 
 
 def test_cells_land_only_on_nodes_with_their_chip_and_absent_chips_are_skipped(cluster, tmp_path):
@@ -199,3 +203,61 @@ def test_conformance_units_on_ray_record_their_nodes(cluster, tmp_path):
     assert report.executor == "ray"
     assert [r.status for r in report.results] == ["pass"]
     assert report.results[0].node.startswith(cluster.host + ":")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in (e for e in os.listdir("/proc") if e.isdigit()):
+        try:
+            if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def _task_workers(cluster) -> list[int]:
+    """Ray worker processes of this cluster running a pallas-verify task now."""
+    raylets = [p.process.pid for node in cluster.nodes.list_all_nodes()
+               for p in node.all_processes.get("raylet", [])]
+    found = []
+    for raylet in raylets:
+        for pid in _children(raylet):
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::_task"):
+                    found.append(pid)
+            except OSError:
+                continue
+    return found
+
+
+def test_a_ray_worker_killed_mid_task_is_retried_never_a_finding_and_leaves_no_case_worker(cluster, tmp_path):
+    killed: dict[str, list[int]] = {}
+
+    def kill_a_task_worker() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            busy = [(pid, kids) for pid in _task_workers(cluster) if (kids := _children(pid))]
+            if busy:  # a task that has started its case workers
+                pid, kids = busy[0]
+                os.kill(pid, signal.SIGKILL)
+                killed.update(task=[pid], case_workers=kids)
+                return
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_a_task_worker)
+    killer.start()
+    report = fuzz(FuzzOptions(targets=(MUTANT, TWIN), backends=("interpret",), seed=5, slice_examples=2,
+                              executor="ray", workers=2, budget_s=300, max_slices=4, out_dir=tmp_path),
+                  stream=io.StringIO())
+    killer.join()
+    assert killed, "no task worker was seen running"
+    assert not [f for f in report.findings if f.kind in ("crash", "exception")], report.findings
+    assert ("mismatch", "rotated_index_map") in {(f.kind, f.kernel) for f in report.findings}
+    assert any(r["cause"] == "worker killed" for r in report.run["retried"]), report.run
+    deadline = time.monotonic() + 5
+    while any(Path(f"/proc/{pid}").exists() for pid in killed["case_workers"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in killed["case_workers"] if Path(f"/proc/{pid}").exists()
+            and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert not left, "the killed task's case workers outlived it"

@@ -8,7 +8,7 @@ import pytest
 
 from pallas_verify import execution
 from pallas_verify.errors import InvalidArgument
-from pallas_verify.execution import Work
+from pallas_verify.execution import Done, Update, Work
 
 
 def _unit(name: str, **params) -> Work:
@@ -18,7 +18,7 @@ def _unit(name: str, **params) -> Work:
 def _drain(executor, want: int, limit_s: float = 120.0) -> list:
     got, deadline = [], time.monotonic() + limit_s
     while len(got) < want and time.monotonic() < deadline:
-        got += executor.poll(0.5)
+        got += [d for d in executor.poll(0.5) if isinstance(d, Done)]
     return got
 
 
@@ -31,35 +31,59 @@ def test_the_executor_table_names_every_choice_and_rejects_others():
 
 
 @pytest.mark.slow
-def test_local_units_report_results_timeouts_crashes_and_exceptions_and_workers_restart():
+def test_local_units_report_values_updates_and_failures_and_workers_restart():
     with execution.make("local", workers=2) as executor:
         executor.submit(_unit("echo", value=1))
         executor.submit(_unit("hang", limit_s=2.0))
         assert executor.free() == 0
         done = {d.work.entry: d for d in _drain(executor, 2)}
-        assert done["_entries:echo"].result["echo"] == 1
-        assert done["_entries:echo"].result["parallel_runs"] == "2"  # no spare core assumed for a static tracer
+        assert done["_entries:echo"].value["echo"] == 1
+        assert done["_entries:echo"].value["parallel_runs"] == "2"  # no spare core assumed for a static tracer
         assert done["_entries:echo"].node
-        assert done["_entries:hang"].result["kind"] == "timeout"
-        assert "within 2 s" in done["_entries:hang"].result["error"]
+        assert done["_entries:hang"].failure.cause == "overran"
+        assert "within 2 s" in done["_entries:hang"].failure.message
         executor.submit(_unit("abort"))
         executor.submit(_unit("fail"))
         done = {d.work.entry: d for d in _drain(executor, 2)}
-        assert done["_entries:abort"].result["kind"] == "crash"
-        assert "exit code" in done["_entries:abort"].result["error"]
-        assert done["_entries:fail"].result["kind"] == "exception"
-        assert "ValueError: planted failure" in done["_entries:fail"].result["error"]
+        assert done["_entries:abort"].failure.cause == "died"
+        assert "killed by signal SIGABRT" in done["_entries:abort"].failure.message
+        raised = done["_entries:fail"].failure
+        assert raised.cause == "raised" and raised.message == "ValueError: planted failure"
+        assert raised.exception[:2] == ("ValueError", "Exception") and "_entries.py" in raised.traceback
         executor.submit(_unit("echo", value=2))  # a fresh worker replaced the crashed one
-        assert _drain(executor, 1)[0].result["echo"] == 2
+        assert _drain(executor, 1)[0].value["echo"] == 2
+        executor.submit(_unit("chatty", value=3))
+        got = []
+        while not any(isinstance(d, Done) for d in got):
+            got += executor.poll(0.5)
+        assert [type(d) for d in got] == [Update, Update, Done]  # in the order they happened
+        assert [d.value for d in got] == [{"step": 1}, {"step": 2}, {"done": 3}]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 @pytest.mark.slow
-def test_cancel_stops_running_units_and_returns_them():
+def test_cancel_stops_running_units_with_every_process_they_started():
     with execution.make("local", workers=1) as executor:
-        unit = _unit("hang")
+        unit = _unit("spawn_and_hang")
         executor.submit(unit)
-        time.sleep(1.0)
+        got = []
+        while not got:
+            got = [d for d in executor.poll(0.5) if isinstance(d, Update)]
+        worker = got[0].value["worker"]
+        slot = executor._slots[0].process.pid
+        assert _alive(worker) and _alive(slot)
         assert executor.cancel() == [unit]
         assert executor.running() == []
+        deadline = time.monotonic() + 5
+        while (_alive(worker) or _alive(slot)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(slot) and not _alive(worker)  # the case worker went with its unit
         executor.submit(_unit("echo", value=3))
-        assert _drain(executor, 1)[0].result["echo"] == 3
+        assert _drain(executor, 1)[0].value["echo"] == 3

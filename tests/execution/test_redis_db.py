@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from pallas_verify.campaigns.exampledb import check_database
 from pallas_verify.campaigns.fuzz import FuzzOptions, fuzz
 from pallas_verify.errors import InvalidArgument
-from pallas_verify.execution.units import check_database
 
 pytestmark = pytest.mark.xdist_group("redis")
 

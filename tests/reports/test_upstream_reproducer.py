@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pallas_verify.execution.units import receive_reproducers, ship_reproducers
+from pallas_verify.campaigns.units import Units, _ship
+from pallas_verify.execution import Done, Work
 from pallas_verify.reports.kernel_source import kernel_module, pruned_source
 from pallas_verify.reports.report import Report
 
@@ -71,8 +72,9 @@ def test_a_unit_ships_the_upstream_reproducer_and_the_driver_points_the_report_a
     for path in (script, script.with_suffix(".npz"), work / "k-upstream-interpret-kernel.py"):
         path.write_text(path.name)
     report = Report(kernels=[{"name": "k", "upstream": [{"backend": "interpret", "reproducer": str(script)}]}])
-    received = receive_reproducers(ship_reproducers(report, work), into)
-    (entry,) = received.kernels[0]["upstream"]
+    shipped = _ship(report, work, [])
+    received = Units(executor=None, into=into, flat=True)._decode(Done(work=Work(entry="e", kind="verify"), value=shipped))
+    (entry,) = received.report.kernels[0]["upstream"]
     assert entry["reproducer"] == str((into / script.name).resolve())
     assert sorted(p.name for p in into.iterdir()) == sorted(
         ["k-upstream-interpret.py", "k-upstream-interpret.npz", "k-upstream-interpret-kernel.py"])
