@@ -25,6 +25,7 @@ from pallas_verify.oracles.divergence import divergence_findings
 from pallas_verify.oracles.metamorphic import metamorphic_finding
 from pallas_verify.reference import Truth, reference_outputs
 from pallas_verify.spec import KernelSpec
+from pallas_verify.tolerance import element_errors
 
 __all__ = ["ISOLATE", "UNSUPPORTED", "Runner", "Unsupported", "example_key", "reference_outputs"]
 
@@ -245,7 +246,7 @@ class Runner:
             return finding
         table = compare_outputs(["out"] * len(expected), outcome.outputs, expected, judged.spec.tolerance,
                                         truth)
-        errors = [np.abs(np.asarray(a, np.float64) - np.asarray(e, np.float64)) if c.bad is not None else None
+        errors = [element_errors(a, e) if c.bad is not None else None
                   for c, a, e in zip(table, outcome.outputs, expected, strict=True)]
         return self._with_blame(finding, judged.inputs, [c.bad for c in table], errors)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from pallas_verify.backends import families as targets
+from pallas_verify.backends import families
 from pallas_verify.backends.lowering import UNSUPPORTED, compile_case, execute_case
 from pallas_verify.case import Case, Outcome
 
@@ -86,7 +86,7 @@ class CompiledBackend:
 
     @property
     def platforms(self) -> frozenset[str]:
-        return frozenset({targets.family(self.family).platform})
+        return frozenset({families.family(self.family).platform})
 
     @property
     def executes(self) -> bool:
@@ -117,7 +117,7 @@ class CompiledBackend:
 
 def compile_backends() -> list[CompiledBackend]:
     """All compile backends: every family of ``families.FAMILIES`` for each of its targets."""
-    return [CompiledBackend(family=f.name, target=t.name) for f in targets.FAMILIES for t in f.targets]
+    return [CompiledBackend(family=f.name, target=t.name) for f in families.FAMILIES for t in f.targets]
 
 
 @functools.cache
@@ -125,13 +125,13 @@ def attached_targets() -> frozenset[str]:
     """Target names of the real devices jax sees in this process (empty on a CPU-only host)."""
     import jax
 
-    return targets.targets_of((d.platform, d.device_kind) for d in jax.devices())
+    return families.targets_of((d.platform, d.device_kind) for d in jax.devices())
 
 
 def _attached_device(target: str) -> Any:
     import jax
 
-    return next(d for d in jax.devices() if targets.target_of(d.platform, d.device_kind) == target)
+    return next(d for d in jax.devices() if families.target_of(d.platform, d.device_kind) == target)
 
 
 def _cache_key(backend: str, case: Case) -> tuple[Any, ...]:
@@ -147,4 +147,4 @@ def _cache_key(backend: str, case: Case) -> tuple[Any, ...]:
 
 def _missing(family: str) -> str | None:
     """Why this family cannot run here, or None. Looks for files only: no import of jax."""
-    return targets.missing_compiler(family)
+    return families.missing_compiler(family)

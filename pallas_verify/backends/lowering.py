@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from pallas_verify import _jax_compat
-from pallas_verify.backends import families as targets
+from pallas_verify.backends import families
 from pallas_verify.case import UNSUPPORTED, Case, ErrorInfo, Outcome
 from pallas_verify.errors import PallasVerifyError
 
@@ -48,8 +48,8 @@ def kernel_sites(closed_jaxpr: Any) -> list[str]:
 
 def unsupported_reason(family: str, sites: list[str]) -> str | None:
     """Why ``family`` cannot compile a function with these kernel sites, or None."""
-    serves = targets.family(family).lowerings
-    how = {f.name: f.how for f in targets.FAMILIES}
+    serves = families.family(family).lowerings
+    how = {f.name: f.how for f in families.FAMILIES}
     if not sites:
         return f"{family} compiles Pallas kernels; the function calls none (no pallas_call or plgpu.kernel)."
     for site in sites:
@@ -67,7 +67,7 @@ def compile_case(case: Case, *, family: str, target: str) -> tuple[Outcome, Any]
     Warnings raised while compiling (e.g. Triton's deprecation) become diagnostics.
     """
     start = time.perf_counter()
-    platform = targets.family(family).lowering_platform
+    platform = families.family(family).lowering_platform
     mesh, abstract_mesh = _mesh(family, target)
     args = _abstract_args(case.inputs, mesh)
     fn = _bound(case)
@@ -169,13 +169,13 @@ def _mesh(family: str, target: str) -> tuple[Any, Any]:
     jax = _jax()
     from jax.experimental import topologies
 
-    row = targets.family(family)
+    row = families.family(family)
     chip = next(t for t in row.targets if t.name == target)
-    if isinstance(chip, targets.TpuChip):
-        targets.apply_jax_env_defaults(libtpu_only=True)
+    if isinstance(chip, families.TpuChip):
+        families.apply_jax_env_defaults(libtpu_only=True)
         device = topologies.get_topology_desc(chip.topology, platform=row.lowering_platform).devices[0]
     else:
-        config = targets.gpu_target_config(chip)
+        config = families.gpu_target_config(chip)
         device = topologies.get_topology_desc(platform=row.lowering_platform, target_config=config,
                                               topology="1x1x1").devices[0]
     mesh = jax.sharding.Mesh(np.array([device]), ("x",))

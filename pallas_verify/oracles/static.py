@@ -43,23 +43,23 @@ class StaticResult:
 
 def _static_issues(spec: KernelSpec, request: Mapping[str, Any]) -> list[Any]:
     from pallas_verify.backends.interpreters import trace_context
-    from pallas_verify.grid import check as gridcheck
+    from pallas_verify.grid import check
     from pallas_verify.grid.tiling import tiling_issues
 
     with trace_context(spec.platforms):  # the device context the backends trace under
-        calls = gridcheck.grid_mappings(spec.kernel, request["inputs"], request["config"])
-        return [issue for call in calls for issue in gridcheck.check_call(call)] + tiling_issues(spec, calls)
+        calls = check.grid_mappings(spec.kernel, request["inputs"], request["config"])
+        return [issue for call in calls for issue in check.check_call(call)] + tiling_issues(spec, calls)
 
 
 def _blame(spec: KernelSpec, request: Mapping[str, Any]) -> Any:
     from pallas_verify.backends.interpreters import trace_context
     from pallas_verify.backends.wrap import kernel_under
     from pallas_verify.grid import blame
-    from pallas_verify.grid import trace as gridtrace
+    from pallas_verify.grid.trace import grid_mappings
 
     kernel = kernel_under(spec, request["transform"])
     with trace_context(spec.platforms):
-        calls = gridtrace.grid_mappings(kernel, request["inputs"], request["config"])
+        calls = grid_mappings(kernel, request["inputs"], request["config"])
     return blame.blame_outputs(calls, request["masks"], request["errors"])
 
 
