@@ -37,10 +37,10 @@ from hypothesis import strategies as st
 from pallas_verify import transforms
 from pallas_verify.backends import registry
 from pallas_verify.backends.base import Backend
-from pallas_verify.backends.execute import config_key
 from pallas_verify.errors import InvalidArgument, InvalidSpec, brief
 from pallas_verify.findings import Finding, one_per_reference_failure
 from pallas_verify.interrupts import Interrupted, not_started, signal_name, unfinished
+from pallas_verify.keys import config_key, example_key
 from pallas_verify.oracles.static import StaticLedger
 from pallas_verify.profiles import profile_settings
 from pallas_verify.reports.report import (
@@ -51,7 +51,7 @@ from pallas_verify.reports.report import (
     kernel_entry,
     unrun_results,
 )
-from pallas_verify.runner import Runner, Unsupported, example_key
+from pallas_verify.runner import Runner, Unsupported
 from pallas_verify.signatures import SameSignature
 from pallas_verify.spec import KernelSpec
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -12,12 +11,12 @@ import numpy as np
 
 from pallas_verify import _jax_compat, attribution, choices, reference, transforms
 from pallas_verify.backends.base import Backend
-from pallas_verify.backends.execute import config_key
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution.caselimit import CaseLimit
 from pallas_verify.execution.isolation import Pending, Worker, shared_worker, static_tracer_slot
 from pallas_verify.findings import Finding
+from pallas_verify.keys import config_key, example_key, shapes_key
 from pallas_verify.loader import spec_ref
 from pallas_verify.oracles.base import bitwise_equal
 from pallas_verify.oracles.differential import compare_outputs, outcome_findings
@@ -27,22 +26,13 @@ from pallas_verify.reference import Truth, reference_outputs
 from pallas_verify.spec import KernelSpec
 from pallas_verify.tolerance import element_errors
 
-__all__ = ["ISOLATE", "UNSUPPORTED", "Runner", "Unsupported", "example_key", "reference_outputs"]
+__all__ = ["ISOLATE", "UNSUPPORTED", "Runner", "Unsupported", "reference_outputs"]
 
 ISOLATE: tuple[str, ...] = tuple(choices.ISOLATE)
 
 
 class Unsupported(Exception):
     """The backend cannot run this kernel at all; the message says why."""
-
-
-def example_key(config: Mapping[str, Any], inputs: Sequence[np.ndarray]) -> str:
-    """A key for one example: the config and a digest of the input bytes."""
-    digest = hashlib.sha1()
-    for x in inputs:
-        digest.update(f"{x.shape}{x.dtype}".encode())
-        digest.update(np.ascontiguousarray(x).tobytes())
-    return config_key(config) + digest.hexdigest()
 
 
 @dataclasses.dataclass
@@ -327,7 +317,7 @@ class Runner:
         returned function waits for them."""
         from pallas_verify.oracles.static import start_static_check
 
-        key = config_key(config) + repr([(x.shape, str(x.dtype)) for x in inputs])
+        key = config_key(config) + repr(shapes_key(inputs))
         if key in self._static:
             return lambda: self._static[key]
         slot = static_tracer_slot()

@@ -10,7 +10,6 @@ the process, so shrinking does not recompile.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 import time
@@ -22,49 +21,18 @@ from hypothesis import strategies as st
 from pallas_verify.backends import families
 from pallas_verify.backends.lowering import UNSUPPORTED, compile_case, execute_case
 from pallas_verify.case import Case, Outcome
+from pallas_verify.keys import Lru, bound_key, shapes_key
 
 __all__ = [
     "COMPILE_CACHE",
     "UNSUPPORTED",
-    "CompileCache",
     "CompiledBackend",
     "attached_targets",
     "compile_backends",
 ]
 
-@dataclasses.dataclass(kw_only=True)
-class CompileCache:
-    """Outcomes of compiles in this process, least recently used evicted first.
-
-    Attributes:
-      maxsize: entries kept; default 512.
-      hits: lookups answered from the cache.
-      misses: lookups that compiled.
-    """
-
-    maxsize: int = 512
-    hits: int = 0
-    misses: int = 0
-    _entries: collections.OrderedDict[Any, Outcome] = dataclasses.field(
-        default_factory=collections.OrderedDict, repr=False
-    )
-
-    def get(self, key: Any) -> Outcome | None:
-        outcome = self._entries.get(key)
-        if outcome is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        self._entries.move_to_end(key)
-        return outcome
-
-    def put(self, key: Any, outcome: Outcome) -> None:
-        self._entries[key] = outcome
-        while len(self._entries) > self.maxsize:
-            self._entries.popitem(last=False)
-
-
-COMPILE_CACHE = CompileCache()
+#: Outcomes of compiles in this process.
+COMPILE_CACHE: Lru[tuple[Any, ...], Outcome] = Lru(maxsize=512)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -135,14 +103,7 @@ def _attached_device(target: str) -> Any:
 
 
 def _cache_key(backend: str, case: Case) -> tuple[Any, ...]:
-    shapes = tuple((tuple(x.shape), str(x.dtype)) for x in case.inputs)
-    config = repr(sorted(case.config.items()))
-    kernel = case.spec.kernel
-    try:
-        hash(kernel)
-    except TypeError:
-        kernel = id(kernel)
-    return backend, case.spec.name, kernel, config, shapes, case.transform
+    return (backend, case.spec.name, *bound_key(case.spec.kernel, case.config, case.transform), shapes_key(case.inputs))
 
 
 def _missing(family: str) -> str | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -14,6 +13,7 @@ from hypothesis import strategies as st
 from pallas_verify import _jax_compat
 from pallas_verify.backends.execute import execute, jitted
 from pallas_verify.case import Case, Outcome
+from pallas_verify.keys import Lru, shapes_key
 
 __all__ = ["GpuInterpret", "HloInterpret", "TpuInterpret", "interpreter_backends", "trace_context"]
 
@@ -181,15 +181,14 @@ def races_possible(kinds: frozenset[str] | None, mode: Mapping[str, Any]) -> boo
 def rerun_kinds(case: Case) -> frozenset[str]:
     """The reruns of ``variants`` whose knob can change ``case``'s outputs (traced once per
     kernel, config, transform and input shapes)."""
-    avals = tuple((tuple(x.shape), str(x.dtype)) for x in case.inputs)
-    return _rerun_kinds(jitted(case), avals)
-
-
-@functools.lru_cache(maxsize=256)
-def _rerun_kinds(fn: Any, avals: tuple[tuple[tuple[int, ...], str], ...]) -> frozenset[str]:
     import jax
 
-    return _jax_compat.rerun_kinds(fn, [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals])
+    fn, avals = jitted(case), shapes_key(case.inputs)
+    return _RERUN_KINDS.get_or_make((fn, avals), lambda: _jax_compat.rerun_kinds(
+        fn, [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]))
+
+
+_RERUN_KINDS: Lru[tuple[Any, ...], frozenset[str]] = Lru(maxsize=256)
 
 
 def _other_choice(knob: str, mode: Mapping[str, Any]) -> str:
