@@ -9,20 +9,20 @@ from typing import Any
 
 import numpy as np
 
-from pallas_verify import _jax_compat, attribution, choices, reference, transforms
+from pallas_verify import _jax_compat, attribution, choices, transforms
 from pallas_verify.backends.base import Backend
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution.caselimit import CaseLimit
 from pallas_verify.execution.isolation import Pending, Worker, shared_worker, static_tracer_slot
 from pallas_verify.findings import Finding
-from pallas_verify.keys import config_key, example_key, shapes_key
+from pallas_verify.keys import Lru, config_key, example_key, shapes_key
 from pallas_verify.loader import spec_ref
 from pallas_verify.oracles.base import bitwise_equal
 from pallas_verify.oracles.differential import compare_outputs, outcome_findings
 from pallas_verify.oracles.divergence import divergence_findings
 from pallas_verify.oracles.metamorphic import metamorphic_finding
-from pallas_verify.reference import Truth, reference_outputs
+from pallas_verify.reference import Expected, References, Truth, reference_outputs
 from pallas_verify.spec import KernelSpec
 from pallas_verify.tolerance import element_errors
 
@@ -61,10 +61,9 @@ class Runner:
             )
         self._static: dict[str, list[Finding]] = {}
         self.static_notes: list[str] = []  # "static check skipped for <call>: <reason>", each once
-        self._expected: collections.OrderedDict[str, Any] = collections.OrderedDict()
-        self._outputs: dict[str, dict[str, tuple[Outcome, Mapping[str, Any]]]] = {}  # example -> backend -> (outcome, mode)
-        self.reference_runs = 0  # examples whose reference was computed (not served from the cache)
-        self.notes: set[str] = set()
+        self.references = References(self.spec, self.cache_size)
+        # example -> backend -> (outcome, mode), for the divergence oracle
+        self._outputs: Lru[str, dict[str, tuple[Outcome, Mapping[str, Any]]]] = Lru(maxsize=self.cache_size)
         self._workers: dict[str, Worker] = {}
         self._blame_now = True
         self._unblamed: dict[int, tuple[Any, ...]] = {}
@@ -128,28 +127,11 @@ class Runner:
         return outcome
 
     def expected(self, config: Mapping[str, Any], inputs: Sequence[np.ndarray], key: str,
-                 transform: str | None = None) -> Any:
+                 transform: str | None = None) -> Expected:
         """The reference's (outputs, paths, truth) for one example (under ``transform``),
-        computed once. ``truth`` is the float64 ground truth, or None under an explicit
-        tolerance (which needs none); why a ground truth is missing goes to ``notes``."""
-        if key not in self._expected:
-            self.reference_runs += 1
-            outputs, paths = (reference_outputs(self.spec, config, inputs) if transform is None
-                              else transforms.expected_outputs(self.spec, config, tuple(inputs), transform))
-            truth = None
-            if self.spec.tolerance is None:
-                truth = (reference.spec_truth(self.spec, config, inputs) if transform is None
-                         else transforms.ground_truth(self.spec, config, tuple(inputs), transform))
-                if truth.reason:
-                    under = f" under {transform}" if transform else ""
-                    self.notes.add(f"no float64 ground truth{under}: {truth.reason}; outputs judged by a bound "
-                                   f"growing with the reduction depth ({truth.depth})")
-            self._expected[key] = (outputs, paths, truth)
-            if len(self._expected) > self.cache_size:
-                old, _ = self._expected.popitem(last=False)
-                self._outputs.pop(old, None)
-        self._expected.move_to_end(key)
-        return self._expected[key]
+        computed once (``reference.References``). ``truth`` is the float64 ground truth, or
+        None under an explicit tolerance (which needs none)."""
+        return self.references.expected(config, inputs, key, transforms.rule(transform))
 
     def check(
         self,
@@ -209,7 +191,7 @@ class Runner:
         found = self._metamorphic(backend, case, outcome, paths, ahead) if not witness else []
         if not found and backend.executes and transform is None:
             found = self._divergence(key, case, outcome, paths, expected, truth)
-        if not found and backend.executes and transform is not None:
+        if not found and backend.executes and transforms.rule(transform).per_example:
             found = transforms.per_example_findings(case, outcome, self.run, paths, truth)
         return found
 
@@ -243,7 +225,7 @@ class Runner:
     def _divergence(self, key: str, case: Case, outcome: Outcome, paths: list[str], expected: Sequence[np.ndarray],
                     truth: Truth | None) -> list[Finding]:
         """Compare with every other backend that ran this very example and passed."""
-        seen = self._outputs.setdefault(key, {})
+        seen = self._outputs.get_or_make(key, dict)
         found = []
         for other, (other_outcome, other_mode) in seen.items():
             if other != case.backend:

@@ -29,17 +29,9 @@ def jitted(case: Case) -> Callable[..., Any]:
     """
     import jax
 
-    from pallas_verify.backends.wrap import transformed
+    from pallas_verify.transforms import bound
 
-    config, kernel = dict(case.config), case.spec.kernel
-
-    def make() -> Callable[..., Any]:
-        def bound(*xs: Any) -> Any:
-            return kernel(*xs, **config)
-
-        return jax.jit(transformed(bound, case.transform))
-
-    fn = _JIT_CACHE.get_or_make(bound_key(kernel, config, case.transform), make)
+    fn = _JIT_CACHE.get_or_make(bound_key(case.spec.kernel, case.config, case.transform), lambda: jax.jit(bound(case)))
     return fn
 
 

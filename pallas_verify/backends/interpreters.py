@@ -125,12 +125,12 @@ def _in_kernel_terms(case: Case, outcome: Outcome) -> Outcome:
     named_error = error is not None and _jax_compat.error_kind(error.message) in ("deadlock", "out_of_bounds")
     if not outcome.diagnostics and not named_error:
         return outcome
-    from pallas_verify.backends.wrap import kernel_under
     from pallas_verify.grid.buffers import in_kernel_terms
     from pallas_verify.grid.trace import grid_mappings
+    from pallas_verify.transforms import bound
 
     try:
-        calls = grid_mappings(kernel_under(case.spec, case.transform), case.inputs, case.config)
+        calls = grid_mappings(bound(case), case.inputs, {})
     except Exception:  # names are a courtesy: the interpreter's own text is still right
         return outcome
     if named_error:
@@ -150,11 +150,11 @@ def _with_declared_revisit(case: Case, outcome: Outcome) -> Outcome:
     match = _REVISITED_OUTPUT.search(error.message) if error is not None else None
     if error is None or match is None:
         return outcome
-    from pallas_verify.backends.wrap import kernel_under
     from pallas_verify.grid.trace import grid_mappings
+    from pallas_verify.transforms import bound
 
     try:
-        calls = grid_mappings(kernel_under(case.spec, case.transform), case.inputs, case.config)
+        calls = grid_mappings(bound(case), case.inputs, {})
     except Exception:  # a kernel that does not trace again: the error stays as it is
         return outcome
     index = int(match.group(1))

@@ -30,6 +30,7 @@ from pallas_verify import _jax_compat
 from pallas_verify.backends import families
 from pallas_verify.case import UNSUPPORTED, Case, ErrorInfo, Outcome
 from pallas_verify.errors import PallasVerifyError
+from pallas_verify.transforms import bound
 
 __all__ = ["UNSUPPORTED", "compile_case", "execute_case", "kernel_sites", "unsupported_reason"]
 
@@ -70,7 +71,7 @@ def compile_case(case: Case, *, family: str, target: str) -> tuple[Outcome, Any]
     platform = families.family(family).lowering_platform
     mesh, abstract_mesh = _mesh(family, target)
     args = _abstract_args(case.inputs, mesh)
-    fn = _bound(case)
+    fn = bound(case)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -107,7 +108,7 @@ def _execute(case: Case, family: str, device: Any, jax: Any) -> Outcome:
     start = time.perf_counter()
     try:
         inputs = [jax.device_put(x, device) for x in case.inputs]
-        jitted = jax.jit(_bound(case))
+        jitted = jax.jit(bound(case))
         reason = unsupported_reason(family, kernel_sites(jitted.trace(*inputs).jaxpr))
         if reason is not None:
             return _failed(ErrorInfo(type=UNSUPPORTED, message=reason), start)
@@ -115,17 +116,6 @@ def _execute(case: Case, family: str, device: Any, jax: Any) -> Outcome:
     except Exception as error:  # the kernel's own failure is the outcome
         return _failed(_error_info(error), start, diagnostics=str(error))
     return Outcome(outputs=outputs, seconds=time.perf_counter() - start)
-
-
-def _bound(case: Case) -> Any:
-    """The kernel bound to the case's config, under the case's transform (if any).
-
-    ``case.inputs`` are then the transform's extended inputs (vmap: batched; grad:
-    primals, cotangents and the primal layout), see ``pallas_verify.transforms``.
-    """
-    from pallas_verify.backends.wrap import transformed
-
-    return transformed(functools.partial(case.spec.kernel, **case.config), case.transform)
 
 
 def trim_message(text: str) -> str:

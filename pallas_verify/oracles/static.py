@@ -53,13 +53,15 @@ def _static_issues(spec: KernelSpec, request: Mapping[str, Any]) -> list[Any]:
 
 def _blame(spec: KernelSpec, request: Mapping[str, Any]) -> Any:
     from pallas_verify.backends.interpreters import trace_context
-    from pallas_verify.backends.wrap import kernel_under
+    from pallas_verify.case import Case
     from pallas_verify.grid import blame
     from pallas_verify.grid.trace import grid_mappings
+    from pallas_verify.transforms import bound
 
-    kernel = kernel_under(spec, request["transform"])
+    case = Case(spec=spec, config=request["config"], inputs=request["inputs"], backend="static",
+                transform=request["transform"])
     with trace_context(spec.platforms):
-        calls = grid_mappings(kernel, request["inputs"], request["config"])
+        calls = grid_mappings(bound(case), case.inputs, {})
     return blame.blame_outputs(calls, request["masks"], request["errors"])
 
 

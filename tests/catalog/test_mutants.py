@@ -14,7 +14,6 @@ from hypothesis import find
 from jax.experimental.pallas import tpu as pltpu
 
 from pallas_verify import _jax_compat, transforms
-from pallas_verify.backends import wrap
 from pallas_verify.grid.check import check_grid
 from reference_kernels.mutants import FINDING_KINDS, Mutant, backward, mutants
 
@@ -222,7 +221,7 @@ def grad_inputs(spec, config, inputs) -> tuple:
 
 def grads(spec, config, extended) -> list[np.ndarray]:
     """The kernel's VJP on the HLO interpreter (the bug is in the math, not the memory)."""
-    fn = wrap.transformed(functools.partial(spec.kernel, **config), "grad")
+    fn = transforms.rule("grad").wrap(functools.partial(spec.kernel, **config))
     with pltpu.force_tpu_interpret_mode(True):
         return [np.asarray(g) for g in jax.jit(fn)(*extended)]
 
