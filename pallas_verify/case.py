@@ -67,7 +67,8 @@ class Outcome:
       diagnostics: captured stdout/log text worth keeping (race reports, semaphore
         counts at kernel exit, compiler remarks).
       seconds: wall time of the run.
-      compiled_only: True when the backend compiled without executing.
+      compiled_only: True when the backend compiled, or tried to, without executing (its
+        error is then a ``compile_error``, and it has no outputs to judge).
       crashed: a description when the process running the case died (signal, exit code).
       timed_out: True when the case exceeded its time limit.
       inputs_after: the inputs as they were after the run (for input_mutation), or None.

@@ -9,12 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from pallas_verify import _jax_compat, attribution, choices, transforms
+from pallas_verify import _jax_compat, attribution, transforms
 from pallas_verify.backends.base import Backend
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
-from pallas_verify.errors import InvalidArgument
-from pallas_verify.execution.caselimit import CaseLimit
-from pallas_verify.execution.isolation import Pending, Worker, shared_worker, static_tracer_slot
+from pallas_verify.execution.isolation import static_tracer_slot
+from pallas_verify.execution.sandbox import Running, Sandbox
 from pallas_verify.findings import Finding
 from pallas_verify.keys import Lru, config_key, example_key, shapes_key
 from pallas_verify.loader import spec_ref
@@ -22,13 +21,11 @@ from pallas_verify.oracles.base import bitwise_equal
 from pallas_verify.oracles.differential import compare_outputs, outcome_findings
 from pallas_verify.oracles.divergence import divergence_findings
 from pallas_verify.oracles.metamorphic import metamorphic_finding
-from pallas_verify.reference import Expected, References, Truth, reference_outputs
+from pallas_verify.reference import Expected, References, Truth
 from pallas_verify.spec import KernelSpec
 from pallas_verify.tolerance import element_errors
 
-__all__ = ["ISOLATE", "UNSUPPORTED", "Runner", "Unsupported", "reference_outputs"]
-
-ISOLATE: tuple[str, ...] = tuple(choices.ISOLATE)
+__all__ = ["Runner", "Unsupported"]
 
 
 class Unsupported(Exception):
@@ -51,23 +48,15 @@ class Runner:
     cache_size: int = 256
 
     def __post_init__(self) -> None:
-        if self.isolate not in ISOLATE:
-            raise InvalidArgument(f"isolate={self.isolate!r} must be one of {ISOLATE}.")
         self.spec_ref = spec_ref(self.spec)
-        if self.isolate == "always" and self.spec_ref is None:
-            raise InvalidArgument(
-                f"isolate='always' needs KernelSpec {self.spec.name!r} at module level (FILE.py::NAME or "
-                "MODULE:NAME) so a worker process can load it; define it at module level or use isolate='auto'."
-            )
+        self.sandbox = Sandbox(self.spec.name, self.spec_ref, timeout_s=self.timeout_s, isolate=self.isolate)
         self._static: dict[str, list[Finding]] = {}
         self.static_notes: list[str] = []  # "static check skipped for <call>: <reason>", each once
         self.references = References(self.spec, self.cache_size)
         # example -> backend -> (outcome, mode), for the divergence oracle
         self._outputs: Lru[str, dict[str, tuple[Outcome, Mapping[str, Any]]]] = Lru(maxsize=self.cache_size)
-        self._workers: dict[str, Worker] = {}
         self._blame_now = True
         self._unblamed: dict[int, tuple[Any, ...]] = {}
-        self.limit = CaseLimit(ceiling=self.timeout_s)
         self.reruns = RerunTally()
         self.upstream: dict[str, attribution.Upstream] = {}  # backend -> its first upstream limitation
         self._witnessed: dict[str, bool] = {}  # example + transform + backend -> judged clean there
@@ -76,55 +65,20 @@ class Runner:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for name in list(self._workers):
-            self.release(name)
+        self.sandbox.close()
 
     def release(self, backend: str) -> None:
-        """Stop the worker process of an isolating ``backend`` (one per backend: compilers
-        such as Mosaic GPU fix their target once per process); the shared interpreter
-        worker lives on."""
-        worker = self._workers.pop(backend, None)
-        if worker is not None:
-            worker.close()
+        """Stop the worker process of an isolating ``backend`` (``Sandbox.release``)."""
+        self.sandbox.release(backend)
 
-    def _in_worker(self, backend: Backend) -> bool:
-        if backend.isolate or self.isolate == "always":
-            return True
-        return self.isolate == "auto" and self.spec_ref is not None
+    def run(self, case: Case, backend: Backend | None = None) -> Outcome:
+        """Run one case on ``backend`` (None: the registry's of ``case.backend``), in a
+        worker process when isolation applies."""
+        if backend is None:
+            from pallas_verify.backends import registry
 
-    def run(self, case: Case) -> Outcome:
-        """Run one case on its backend, in a worker process when isolation applies."""
-        return self.collect(self.submit(case))
-
-    def submit(self, case: Case, slot: str = "interpreters") -> _Running:
-        """Start ``case`` in its worker process and return at once (when isolation applies;
-        otherwise it runs in ``collect``): the caller works meanwhile, then collects.
-        Interpreters run in the shared worker of ``slot``."""
-        from pallas_verify.backends import registry
-
-        backend = registry.get(case.backend)
-        if not self._in_worker(backend):
-            return _Running(case, backend)
-        if self.spec_ref is None:
-            return _Running(case, backend, outcome=Outcome(error=_no_ref_error(self.spec, backend)))
-        if backend.isolate:  # compilers: a process per backend (Mosaic GPU fixes its target per process)
-            worker = self._workers.setdefault(case.backend, Worker(timeout_s=self.timeout_s))
-        else:  # interpreters: one long-lived process for every spec and backend
-            worker = shared_worker(slot)
-        return _Running(case, backend, worker, worker.submit_case(self.spec_ref, case))
-
-    def collect(self, running: _Running) -> Outcome:
-        """The Outcome of a submitted case."""
-        if running.outcome is not None:
-            return running.outcome
-        if running.worker is None or running.pending is None:
-            return running.backend.run(running.case)
-        outcome = running.worker.collect(running.pending, timeout_s=self.timeout_s,
-                                         idle_after_s=self.limit.idle_after())
-        if outcome.timed_out:
-            return dataclasses.replace(outcome, diagnostics=f"{outcome.diagnostics} ({self.limit.describe()})")
-        self.limit.record(outcome.seconds, finished=outcome.crashed is None)
-        return outcome
+            backend = registry.get(case.backend)
+        return self.sandbox.run(case, backend)
 
     def expected(self, config: Mapping[str, Any], inputs: Sequence[np.ndarray], key: str,
                  transform: str | None = None) -> Expected:
@@ -156,56 +110,54 @@ class Runner:
         self._blame_now = blame
         key = example_key(config, inputs) + (f"+{transform}" if transform else "")
         case = Case(spec=self.spec, config=config, inputs=inputs, backend=backend.name, mode=mode, transform=transform)
-        running = self.submit(case)  # the worker runs the kernel while the reference is computed here
+        running = self.sandbox.submit(case, backend)  # the worker runs the kernel while the reference is computed here
         ahead = None if witness else self._rerun_ahead(backend, case)  # and, on a spare core, its rerun
         try:
             return self._judge(key, case, backend, running, ahead, witness=witness)
         finally:
             if ahead is not None and ahead.pending is not None and ahead.outcome is None:
-                self.collect(ahead)  # the worker answers every request: take its answer off the pipe
+                self.sandbox.collect(ahead)  # the worker answers every request: take its answer off the pipe
 
-    def _judge(self, key: str, case: Case, backend: Backend, running: _Running, ahead: _Running | None, *,
+    def _judge(self, key: str, case: Case, backend: Backend, running: Running, ahead: Running | None, *,
                witness: bool) -> list[Finding]:
         config, inputs, transform = case.config, case.inputs, case.transform
         try:
             expected, paths, truth = self.expected(config, inputs, key, transform)
         except Exception as exc:
             if running.pending is not None:  # the worker answers every request: take its answer off the pipe
-                self.collect(running)
+                self.sandbox.collect(running)
             return [self._reference_failure(config, exc, transform)]
-        outcome = self.collect(running)
+        outcome = self.sandbox.collect(running)
         if outcome.error is not None and outcome.error.type == UNSUPPORTED:
             raise Unsupported(outcome.error.message)
         limitation = _jax_compat.upstream_limitation(outcome.error, backend=case.backend, transform=transform)
         if limitation:
             raise Unsupported(limitation)
-        upstream = attribution.attribute(case, outcome, clean=self._judged_clean, seen=self.upstream) if (
+        upstream = attribution.attribute(case, outcome, backend, clean=self._judged_clean, seen=self.upstream) if (
             not witness and outcome.error is not None) else None
         if upstream:
             raise Unsupported(upstream)
         judged = transforms.judged(case, expected)
-        found = outcome_findings(judged, outcome, expected if backend.executes else None, paths, truth,
-                                         executes=backend.executes)
+        found = outcome_findings(judged, outcome, expected, paths, truth)
         if found or not outcome.ok:
             return [self._blamed(f, judged, outcome, expected, truth) for f in found]
         found = self._metamorphic(backend, case, outcome, paths, ahead) if not witness else []
         if not found and backend.executes and transform is None:
             found = self._divergence(key, case, outcome, paths, expected, truth)
         if not found and backend.executes and transforms.rule(transform).per_example:
-            found = transforms.per_example_findings(case, outcome, self.run, paths, truth)
+            found = transforms.per_example_findings(case, outcome, lambda alone: self.sandbox.run(alone, backend), paths,
+                                                    truth)
         return found
 
-    def _judged_clean(self, case: Case) -> bool:
-        """Whether ``case`` runs on its backend with no finding (it witnesses an upstream
+    def _judged_clean(self, case: Case, backend: Backend) -> bool:
+        """Whether ``case`` runs on ``backend`` with no finding (it witnesses an upstream
         limitation on another backend); asked once per example, transform and backend."""
-        from pallas_verify.backends import registry
-
         key = f"{example_key(case.config, case.inputs)}+{case.transform}@{case.backend}"
         if key not in self._witnessed:
             blame_now = self._blame_now
             try:
-                self._witnessed[key] = not self.check(case.config, case.inputs, registry.get(case.backend), case.mode,
-                                                      case.transform, blame=False, witness=True)
+                self._witnessed[key] = not self.check(case.config, case.inputs, backend, case.mode, case.transform,
+                                                      blame=False, witness=True)
             except Unsupported:
                 self._witnessed[key] = False
             finally:
@@ -234,26 +186,26 @@ class Runner:
         seen[case.backend] = (Outcome(outputs=outcome.outputs), dict(case.mode))
         return found
 
-    def _rerun_ahead(self, backend: Backend, case: Case) -> _Running | None:
+    def _rerun_ahead(self, backend: Backend, case: Case) -> Running | None:
         """The backend's metamorphic reruns as one case with every knob changed, started now
         in a worker of its own when a core is spare for it (``static_tracer_slot``): it runs
         beside the base run instead of after it. A knob the kernel lacks changes nothing,
         so the one rerun serves whichever of them the base run says apply."""
-        variants = getattr(backend, "variants", lambda _: [])(case.mode)
-        if not variants or backend.isolate or not self._in_worker(backend) or static_tracer_slot() != "tracer":
+        variants = backend.variants(case.mode)
+        if not variants or backend.isolate or not self.sandbox.isolated(backend) or static_tracer_slot() != "tracer":
             return None
         if self.reruns.last.get(backend.name) == frozenset():  # the kernel's last example needed none
             return None
         merged = dataclasses.replace(case, mode=_merged(case.mode, [mode for _, mode in variants]))
-        return self.submit(merged, slot="reruns")
+        return self.sandbox.submit(merged, backend, slot="reruns")
 
     def _metamorphic(self, backend: Backend, case: Case, base: Outcome, paths: list[str],
-                     ahead: _Running | None = None) -> list[Finding]:
+                     ahead: Running | None = None) -> list[Finding]:
         """The backend's metamorphic reruns that can show something on this kernel (as the
         base run's ``reruns`` says): one rerun with all their knobs changed (started ahead
         when a core was spare), and each alone only when that one shows a difference (to
         name the kind)."""
-        variants = getattr(backend, "variants", lambda _: [])(case.mode)
+        variants = backend.variants(case.mode)
         wanted = [(kind, mode) for kind, mode in variants if base.reruns is None or kind in base.reruns]
         self.reruns.count(backend.name, [kind for kind, _ in variants], [kind for kind, _ in wanted], base.skipped)
         self.reruns.last[backend.name] = frozenset(kind for kind, _ in wanted)
@@ -261,7 +213,7 @@ class Runner:
         if wanted and (ahead is not None or len(wanted) > 1):
             merged = ahead.case if ahead is not None else dataclasses.replace(
                 case, mode=_merged(case.mode, [mode for _, mode in wanted]))
-            variant = self.collect(ahead) if ahead is not None else self.run(merged)
+            variant = self.sandbox.collect(ahead) if ahead is not None else self.sandbox.run(merged, backend)
             if ahead is not None:
                 ahead.outcome = variant
             together = metamorphic_finding(case, wanted[0][0], base, merged, variant, paths)
@@ -269,7 +221,7 @@ class Runner:
                 return []
         for kind, mode in wanted:
             variant_case = dataclasses.replace(case, mode=mode)
-            variant = self.run(variant_case)
+            variant = self.sandbox.run(variant_case, backend)
             finding = metamorphic_finding(case, kind, base, variant_case, variant, paths)
             if finding is not None:
                 return [self._metamorphic_blame(finding, case, base, variant)]
@@ -280,13 +232,6 @@ class Runner:
             return finding
         masks = [~bitwise_equal(a, b) for a, b in zip(base.outputs, variant.outputs, strict=True)]
         return self._with_blame(finding, case.inputs, masks, [None] * len(masks))
-
-    def _tracer(self, slot: str = "interpreters") -> Worker | None:
-        """Where the static check and blame trace the kernel: a shared worker when
-        isolation applies (see the class docstring), else in-process. The static check
-        may have a worker of its own (``static_tracer_slot``)."""
-        isolated = self.isolate == "always" or (self.isolate == "auto" and self.spec_ref is not None)
-        return shared_worker(slot) if isolated else None
 
     def static_findings(self, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> list[Finding]:
         """The static grid check, once per (config, input shapes); parts it cannot
@@ -303,7 +248,7 @@ class Runner:
         if key in self._static:
             return lambda: self._static[key]
         slot = static_tracer_slot()
-        result = start_static_check(self.spec, config, inputs, spec_ref=self.spec_ref, worker=self._tracer(slot),
+        result = start_static_check(self.spec, config, inputs, spec_ref=self.spec_ref, worker=self.sandbox.tracer(slot),
                                     timeout_s=self.timeout_s)
 
         def findings() -> list[Finding]:
@@ -340,7 +285,7 @@ class Runner:
         from pallas_verify.oracles.static import blame_finding
 
         return blame_finding(finding, self.spec, inputs, masks, errors, spec_ref=self.spec_ref,
-                             worker=self._tracer(), timeout_s=self.timeout_s)
+                             worker=self.sandbox.tracer("interpreters"), timeout_s=self.timeout_s)
 
     def _reference_failure(self, config: Mapping[str, Any], exc: Exception, transform: str | None = None) -> Finding:
         under = f" under {transform}" if transform else ""
@@ -374,29 +319,9 @@ class RerunTally:
                 for (backend, kind), n in sorted(self.skipped.items())]
 
 
-@dataclasses.dataclass
-class _Running:
-    """A case submitted to run: in a worker (``pending``), already decided (``outcome``),
-    or to run in-process when collected."""
-
-    case: Case
-    backend: Backend
-    worker: Worker | None = None
-    pending: Pending | None = None
-    outcome: Outcome | None = None
-
-
 def _merged(mode: Mapping[str, Any], variants: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """``mode`` with every knob that any of ``variants`` changes set as that variant sets it."""
     merged = dict(mode)
     for variant in variants:
         merged.update({k: v for k, v in variant.items() if mode.get(k) != v})
     return merged
-
-
-def _no_ref_error(spec: KernelSpec, backend: Backend) -> Any:
-    from pallas_verify.case import ErrorInfo
-
-    return ErrorInfo(type="InvalidSpec", message=(
-        f"backend {backend.name} runs cases in a worker process, which loads KernelSpec {spec.name!r} by "
-        "reference; define the spec at module level so it has one (FILE.py::NAME or MODULE:NAME)."))

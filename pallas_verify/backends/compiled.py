@@ -67,6 +67,12 @@ class CompiledBackend:
     def modes(self) -> st.SearchStrategy[Mapping[str, Any]]:
         return st.just({})
 
+    def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        return []
+
+    def witness_mode(self) -> dict[str, Any]:
+        return {}
+
     def run(self, case: Case) -> Outcome:
         if self.executes:
             return execute_case(case, family=self.family, device=_attached_device(self.target))

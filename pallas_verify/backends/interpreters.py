@@ -51,6 +51,12 @@ class HloInterpret:
         """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers)."""
         return "True"
 
+    def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        return []
+
+    def witness_mode(self) -> dict[str, Any]:
+        return {}
+
 
 @dataclasses.dataclass(frozen=True)
 class TpuInterpret:
@@ -229,6 +235,9 @@ class GpuInterpret:
     def witness_mode(self) -> dict[str, Any]:
         """The mode it witnesses another backend's upstream limitation in: races detected."""
         return {"detect_races": True}
+
+    def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        return []
 
 
 def interpreter_backends() -> list[Any]:

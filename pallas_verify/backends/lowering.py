@@ -79,7 +79,7 @@ def compile_case(case: Case, *, family: str, target: str) -> tuple[Outcome, Any]
                 traced = _jax().jit(fn).trace(*args)
                 reason = unsupported_reason(family, kernel_sites(traced.jaxpr))
                 if reason is not None:
-                    return _failed(ErrorInfo(type=UNSUPPORTED, message=reason), start), None
+                    return _failed(ErrorInfo(type=UNSUPPORTED, message=reason), start, compiled_only=True), None
                 _pin_mosaic_gpu_arch(family, target)
                 lowered = traced.lower(lowering_platforms=(platform,))
             compiled = lowered.compile()
@@ -87,7 +87,7 @@ def compile_case(case: Case, *, family: str, target: str) -> tuple[Outcome, Any]
             raise
         except Exception as error:  # the kernel's own failure is the outcome
             notes = _warning_text(caught)
-            return _failed(_error_info(error), start, diagnostics=f"{error}{notes}"), None
+            return _failed(_error_info(error), start, diagnostics=f"{error}{notes}", compiled_only=True), None
     notes = _warning_text(caught)
     seconds = time.perf_counter() - start
     return Outcome(compiled_only=True, seconds=seconds, diagnostics=f"compiled for {family}:{target}{notes}"), compiled
@@ -136,8 +136,9 @@ def _error_info(error: BaseException) -> ErrorInfo:
     return ErrorInfo(type=type(error).__name__, message=trim_message(str(error)), traceback=tb)
 
 
-def _failed(error: ErrorInfo, start: float, *, diagnostics: str = "") -> Outcome:
-    return Outcome(error=error, seconds=time.perf_counter() - start, diagnostics=diagnostics)
+def _failed(error: ErrorInfo, start: float, *, diagnostics: str = "", compiled_only: bool = False) -> Outcome:
+    return Outcome(error=error, seconds=time.perf_counter() - start, diagnostics=diagnostics,
+                   compiled_only=compiled_only)
 
 
 def _pin_mosaic_gpu_arch(family: str, target: str) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from pallas_verify.engine import verify
+from pallas_verify.execution.sandbox import Sandbox
 from pallas_verify.loader import load_spec
 from pallas_verify.oracles import static as static_oracle
 from pallas_verify.runner import Runner
@@ -99,14 +100,14 @@ def test_only_reported_findings_are_blamed(tmp_path, monkeypatch):
 
 def test_check_sends_the_case_before_computing_the_reference(monkeypatch):
     events = []
-    for name in ("submit", "expected", "collect"):
-        original = getattr(Runner, name)
+    for owner, name in ((Sandbox, "submit"), (Runner, "expected"), (Sandbox, "collect")):
+        original = getattr(owner, name)
 
         def wrapped(self, *args, _name=name, _original=original, **kw):
             events.append(_name)
             return _original(self, *args, **kw)
 
-        monkeypatch.setattr(Runner, name, wrapped)
+        monkeypatch.setattr(owner, name, wrapped)
     spec = load_spec(f"{SPECS}::good")
     from pallas_verify.backends import registry
 
