@@ -16,6 +16,8 @@ from pallas_verify._jax_compat.errors import error_info as error_info
 from pallas_verify._jax_compat.errors import error_kind as error_kind
 from pallas_verify._jax_compat.errors import semaphore_leaks as semaphore_leaks
 from pallas_verify._jax_compat.errors import upstream_limitation as upstream_limitation
+from pallas_verify._jax_compat.gpu import default_core_count as default_core_count
+from pallas_verify._jax_compat.gpu import gpu_device_facts as gpu_device_facts
 from pallas_verify._jax_compat.interpret import RACE_LOGGERS as RACE_LOGGERS
 from pallas_verify._jax_compat.interpret import capture_logs as capture_logs
 from pallas_verify._jax_compat.interpret import force_interpret as force_interpret
@@ -52,11 +54,13 @@ __all__ = [
     "call_name",
     "capture_logs",
     "deadlock_watch",
+    "default_core_count",
     "equations",
     "error_info",
     "error_kind",
     "evaluate",
     "force_interpret",
+    "gpu_device_facts",
     "grid_mapping",
     "index_map_function",
     "is_kernel",

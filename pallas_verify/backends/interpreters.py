@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from pallas_verify import _jax_compat
 from pallas_verify.backends.execute import execute
+from pallas_verify.backends.families import GPU_TARGETS
 from pallas_verify.case import Case, Outcome
 
 __all__ = ["GpuInterpret", "HloInterpret", "TpuInterpret", "interpreter_backends"]
@@ -92,9 +93,22 @@ def _other_choice(knob: str, mode: Mapping[str, Any]) -> str:
     return choices[(choices.index(current) + 1) % len(choices)]
 
 
+# SM counts GPU interpret mode simulates (mode key "sm_count", the ``core_count`` a kernel
+# reads from its device), cheapest first: 2 and 3 make each block of a persistent kernel
+# loop over several tiles at sizes cheap to interpret (no GPU has so few SMs, but a kernel
+# must be right for any count its clusters fit in; 2 fits a 2-CTA cluster), 16 is an H100
+# MIG 1g slice, then the whole H100 and B200.
+SM_COUNTS: tuple[int, ...] = (2, 3, 16, *(t.core_count for t in GPU_TARGETS if t.accelerated))
+
+
 @dataclasses.dataclass(frozen=True)
 class GpuInterpret:
-    """GPU interpret mode (``plgpu.kernel``-style kernels), with race detection on."""
+    """GPU interpret mode (``plgpu.kernel``-style kernels), with race detection on.
+
+    Its mode is ``plgpu.InterpretGPUParams`` keyword arguments plus ``sm_count``: the
+    number of SMs the simulated GPU has, which CPU devices report as ``core_count`` while
+    the case runs (jax's Mosaic GPU kernels size their grid by it).
+    """
 
     name: str = "gpu_interpret"
     platforms: frozenset[str] = frozenset({"gpu"})
@@ -107,12 +121,15 @@ class GpuInterpret:
     def modes(self) -> st.SearchStrategy[Mapping[str, Any]]:
         from strategies import gpu_interpret_modes
 
-        return gpu_interpret_modes()
+        return st.tuples(gpu_interpret_modes(), st.sampled_from(SM_COUNTS)).map(
+            lambda drawn: {**drawn[0], "sm_count": drawn[1]})
 
     def run(self, case: Case) -> Outcome:
         from jax.experimental.pallas import mosaic_gpu as plgpu
 
-        return execute(case, plgpu.InterpretGPUParams(**case.mode))
+        params = {k: v for k, v in case.mode.items() if k != "sm_count"}
+        with _jax_compat.gpu_device_facts(core_count=case.mode.get("sm_count")):
+            return execute(case, plgpu.InterpretGPUParams(**params))
 
 
 def interpreter_backends() -> list[Any]:

@@ -14,7 +14,7 @@ __all__ = ["MODULES", "NOT_WRAPPED", "upstream"]
 
 MODULES: tuple[str, ...] = (
     "tpu_ops", "tpu_splash", "tpu_ragged", "tpu_prng", "tpu_collective", "gpu_ops", "gpu_decode",
-    "gpu_mgpu",
+    "gpu_mgpu", "gpu_mgpu_persistent",
 )
 
 _SM_COUNT = ("reads the SM count from the device (`core_count`), which CPU devices lack: "
