@@ -8,6 +8,7 @@ package is the only one to update. Callers use the names re-exported here.
 from pallas_verify._jax_compat.deadlock import DeadlockError as DeadlockError
 from pallas_verify._jax_compat.deadlock import deadlock_watch as deadlock_watch
 from pallas_verify._jax_compat.devices import abstract_mesh_of as abstract_mesh_of
+from pallas_verify._jax_compat.errors import ASYNC_ORDER_MARKER as ASYNC_ORDER_MARKER
 from pallas_verify._jax_compat.errors import DEADLOCK_MARKER as DEADLOCK_MARKER
 from pallas_verify._jax_compat.errors import LIMITATIONS as LIMITATIONS
 from pallas_verify._jax_compat.errors import RACE_MARKER as RACE_MARKER
@@ -37,8 +38,10 @@ from pallas_verify._jax_compat.tracing import is_kernel as is_kernel
 from pallas_verify._jax_compat.tracing import kernel_site as kernel_site
 from pallas_verify._jax_compat.tracing import sub_jaxprs as sub_jaxprs
 from pallas_verify._jax_compat.tracing import written_refs as written_refs
+from pallas_verify._jax_compat.wgmma import wgmma_read_before_wait as wgmma_read_before_wait
 
 __all__ = [
+    "ASYNC_ORDER_MARKER",
     "DEADLOCK_MARKER",
     "GRIDLESS_KERNELS",
     "LIMITATIONS",
@@ -70,5 +73,6 @@ __all__ = [
     "sub_jaxprs",
     "tpu_target",
     "upstream_limitation",
+    "wgmma_read_before_wait",
     "written_refs",
 ]

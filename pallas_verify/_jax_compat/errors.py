@@ -9,6 +9,7 @@ import re
 from pallas_verify.case import ErrorInfo
 
 __all__ = [
+    "ASYNC_ORDER_MARKER",
     "DEADLOCK_MARKER",
     "LIMITATIONS",
     "RACE_MARKER",
@@ -22,6 +23,9 @@ __all__ = [
 RACE_MARKER = "RACE DETECTED"
 #: What the deadlock watchdog (deadlock.py) puts in the error of a run it stops.
 DEADLOCK_MARKER = "DEADLOCK DETECTED"
+#: What gpu_interpret puts in the error of a case whose kernel uses the result of an
+#: asynchronous operation (a WGMMA) before the wait that completes it (wgmma.py).
+ASYNC_ORDER_MARKER = "ASYNC RESULT USED BEFORE ITS WAIT"
 
 # An interpreter callback failure is a JaxRuntimeError whose text embeds the real
 # exception: "INTERNAL: CpuCallback error calling callback: Traceback ... \nType: msg".
@@ -131,6 +135,7 @@ def upstream_limitation(error: ErrorInfo | None, *, backend: str, transform: str
 _ERROR_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(DEADLOCK_MARKER), "deadlock"),
     (re.compile(RACE_MARKER), "race"),
+    (re.compile(ASYNC_ORDER_MARKER), "dma_ordering"),
     (re.compile(r"Out-of-bounds|Out of bound|out of bounds", re.IGNORECASE), "out_of_bounds"),
     (re.compile(r"Revisited block"), "revisit"),
 )

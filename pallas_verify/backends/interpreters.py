@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 from pallas_verify import _jax_compat
-from pallas_verify.backends.execute import execute
+from pallas_verify.backends.execute import execute, jitted
 from pallas_verify.backends.families import GPU_TARGETS
-from pallas_verify.case import Case, Outcome
+from pallas_verify.case import Case, ErrorInfo, Outcome
 
 __all__ = ["GpuInterpret", "HloInterpret", "TpuInterpret", "interpreter_backends"]
 
@@ -129,7 +129,21 @@ class GpuInterpret:
 
         params = {k: v for k, v in case.mode.items() if k != "sm_count"}
         with _jax_compat.gpu_device_facts(core_count=case.mode.get("sm_count")):
+            hazard = _async_order(case)
+            if hazard is not None:
+                return Outcome(error=ErrorInfo(type="AsyncOrderError", message=f"{_jax_compat.ASYNC_ORDER_MARKER}: {hazard}"))
             return execute(case, plgpu.InterpretGPUParams(**params))
+
+
+def _async_order(case: Case) -> str | None:
+    """What GPU interpret mode cannot see for itself, read from the kernel's program order:
+    a WGMMA accumulator read before any wait on its MMA (the interpreter runs WGMMA
+    synchronously). None when the kernel cannot be traced here (the run reports that)."""
+    try:
+        traced = jitted(case).trace(*case.inputs)
+    except Exception:  # the kernel's own failure: execute reports it
+        return None
+    return _jax_compat.wgmma_read_before_wait(traced.jaxpr)
 
 
 def interpreter_backends() -> list[Any]:

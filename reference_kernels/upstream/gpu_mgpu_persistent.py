@@ -30,6 +30,8 @@ __all__ = ["GPU_HOPPER_MATMUL_MGPU", "GPU_TRANSPOSED_RAGGED_DOT_MGPU"]
 _DIM = hopper_matmul_mgpu.MatmulDimension
 _NO_WGMMA = ("WGMMA is Hopper-only: ptxas rejects it for B200 (JaxRuntimeError: Mosaic GPU pass pipeline "
              "failed: ... Instruction 'wgmma.fence' not supported on .target 'sm_100a', jax 0.12.0.1)")
+_SM90 = ("TMA copies need Hopper or newer (ValueError: copy_gmem_to_smem with a barrier is only supported "
+         "Hopper and newer GPUs, which use the TMA implementation, jax 0.12.0.1)")
 _NO_HLO = ("the HLO interpreter cannot run Mosaic GPU copies (NotImplementedError: No state discharge "
            "rule implemented for primitive: copy_gmem_to_smem, jax 0.12.0.1)")
 _HLO_THREADS = ("the HLO interpreter cannot run plgpu.kernel with threads (NotImplementedError: "
@@ -94,7 +96,7 @@ GPU_HOPPER_MATMUL_MGPU = pv.KernelSpec(
     inputs=_hopper_inputs,
     platforms=("gpu",),
     features=("matmul", "tma", "wgmma", "warp_specialized", "cluster", "persistent", "plgpu_kernel", "upstream"),
-    unsupported={"interpret": _HLO_THREADS, "mosaic_gpu:a100": "TMA and WGMMA need Hopper (sm_90a)",
+    unsupported={"interpret": _HLO_THREADS, "mosaic_gpu:a100": _SM90,
                  "mosaic_gpu:b200": _NO_WGMMA},
     bitwise_stable=False,
 )
@@ -148,7 +150,7 @@ GPU_TRANSPOSED_RAGGED_DOT_MGPU = pv.KernelSpec(
     inputs=_ragged_inputs,
     platforms=("gpu",),
     features=("matmul", "grouped", "ragged", "tma", "wgmma", "persistent", "plgpu_kernel", "upstream"),
-    unsupported={"interpret": _NO_HLO, "mosaic_gpu:a100": "TMA and WGMMA need Hopper (sm_90a)",
+    unsupported={"interpret": _NO_HLO, "mosaic_gpu:a100": _SM90,
                  "mosaic_gpu:b200": _NO_WGMMA},
     bitwise_stable=False,
 )
