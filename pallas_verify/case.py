@@ -71,6 +71,8 @@ class Outcome:
       crashed: a description when the process running the case died (signal, exit code).
       timed_out: True when the case exceeded its time limit.
       inputs_after: the inputs as they were after the run (for input_mutation), or None.
+      schedule: the (grid point, core) pairs TPU interpret mode ran, in order (see
+        ``backends.schedule``); None for other backends.
     """
 
     outputs: tuple[np.ndarray, ...] | None = None
@@ -82,6 +84,7 @@ class Outcome:
     crashed: str | None = None
     timed_out: bool = False
     inputs_after: tuple[np.ndarray, ...] | None = None
+    schedule: tuple[tuple[tuple[int, ...], int], ...] | None = None
 
     @property
     def ok(self) -> bool:

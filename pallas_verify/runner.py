@@ -13,6 +13,7 @@ import numpy as np
 from pallas_verify import _jax_compat, choices, reference, transforms
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.execute import config_key
+from pallas_verify.backends.schedule import Coverage, cores_named
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution.caselimit import CaseLimit
@@ -78,6 +79,7 @@ class Runner:
         self._blame_now = True
         self._unblamed: dict[int, tuple[Any, ...]] = {}
         self.limit = CaseLimit(ceiling=self.timeout_s)
+        self.coverage: dict[tuple[str, str | None], Coverage] = {}  # (backend, transform) -> schedules run
 
     def __enter__(self) -> Runner:
         return self
@@ -120,7 +122,14 @@ class Runner:
         return _Running(case, backend, worker, worker.submit_case(self.spec_ref, case))
 
     def collect(self, running: _Running) -> Outcome:
-        """The Outcome of a submitted case."""
+        """The Outcome of a submitted case (its schedule counted in ``coverage``)."""
+        outcome = self._collect(running)
+        if outcome.schedule:
+            key = (running.case.backend, running.case.transform)
+            self.coverage.setdefault(key, Coverage()).add(outcome.schedule)
+        return outcome
+
+    def _collect(self, running: _Running) -> Outcome:
         if running.outcome is not None:
             return running.outcome
         if running.worker is None or running.pending is None:
@@ -207,6 +216,9 @@ class Runner:
                                         truth)
         errors = [np.abs(np.asarray(a, np.float64) - np.asarray(e, np.float64)) if c.bad is not None else None
                   for c, a, e in zip(table, outcome.outputs, expected, strict=True)]
+        if outcome.schedule and len({core for _, core in outcome.schedule}) > 1:  # blame then names the core
+            finding = dataclasses.replace(finding, evidence={**finding.evidence,
+                                                             "grid_schedule": [list(p) for p in outcome.schedule]})
         return self._with_blame(finding, judged.inputs, [c.bad for c in table], errors)
 
     def _divergence(self, key: str, case: Case, outcome: Outcome, paths: list[str], expected: Sequence[np.ndarray],
@@ -226,7 +238,7 @@ class Runner:
             variant_case = dataclasses.replace(case, mode=mode)
             variant = self.run(variant_case)
             finding = metamorphic_finding(case, kind, knob, base, variant_case, variant, paths)
-            if finding is not None and base.outputs is not None and variant.outputs is not None:
+            if finding is not None and finding.kind != "race" and base.outputs is not None and variant.outputs is not None:
                 masks = [~bitwise_equal(a, b) for a, b in zip(base.outputs, variant.outputs, strict=True)]
                 finding = self._with_blame(finding, case.inputs, masks, [None] * len(masks))
             if finding is not None:
@@ -291,8 +303,14 @@ class Runner:
                errors: Sequence[np.ndarray | None]) -> Finding:
         from pallas_verify.oracles.static import blame_finding
 
-        return blame_finding(finding, self.spec, inputs, masks, errors, spec_ref=self.spec_ref,
-                             worker=self._tracer(), timeout_s=self.timeout_s)
+        blamed = blame_finding(finding, self.spec, inputs, masks, errors, spec_ref=self.spec_ref,
+                               worker=self._tracer(), timeout_s=self.timeout_s)
+        ran, writers = blamed.evidence.get("grid_schedule"), blamed.evidence.get("blame", {}).get("writers")
+        named = cores_named(ran, writers) if ran and writers else None
+        if named is None:
+            return blamed
+        return dataclasses.replace(blamed, message=f"{blamed.message}\n{named}",
+                                   evidence={**blamed.evidence, "cores": named})
 
     def _reference_failure(self, config: Mapping[str, Any], exc: Exception, transform: str | None = None) -> Finding:
         under = f" under {transform}" if transform else ""

@@ -9,6 +9,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from pallas_verify import _jax_compat
+from pallas_verify.backends import schedule
 from pallas_verify.backends.execute import execute, jitted
 from pallas_verify.backends.families import GPU_TARGETS
 from pallas_verify.case import Case, ErrorInfo, Outcome
@@ -61,9 +62,11 @@ class TpuInterpret:
         ``buffer_bounds="logical"``."""
         from jax.experimental.pallas import tpu as pltpu
 
-        params = pltpu.InterpretParams(**{"on_race": "warn", "buffer_bounds": "padded", **case.mode})
-        with _jax_compat.tpu_target(), _jax_compat.deadlock_watch():  # a deadlock ends the run as `deadlock`
-            return execute(case, params)
+        params = pltpu.InterpretParams(**{"on_race": "warn", "buffer_bounds": "padded",
+                                          "grid_point_recorder": schedule.RECORDER, **case.mode})
+        with _jax_compat.tpu_target(), _jax_compat.deadlock_watch(), schedule.recording() as ran:
+            outcome = execute(case, params)  # a deadlock ends the run as `deadlock`
+        return dataclasses.replace(outcome, schedule=tuple(ran))
 
     def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
         """Metamorphic reruns: (finding kind, knob, mode) with one knob changed.
@@ -77,11 +80,22 @@ class TpuInterpret:
         other = {knob: _other_choice(knob, mode) for knob in ("uninitialized_memory", "dma_execution_mode")}
         seed = (mode.get("random_seed") or 0) + 1
         cores = 1 if mode.get("num_cores_or_threads", 1) > 1 else 2
-        return [
+        reruns = [
             ("uninitialized_read", "uninitialized_memory", {**quiet, "uninitialized_memory": other["uninitialized_memory"]}),
             ("dma_ordering", "dma_execution_mode", {**quiet, "dma_execution_mode": other["dma_execution_mode"]}),
             ("grid_order", "random_seed", {**quiet, "random_seed": seed, "num_cores_or_threads": cores}),
         ]
+        if not (mode.get("detect_races") and mode.get("num_cores_or_threads", 1) > 1):
+            # The base run looked for no race between cores: a races-only rerun does, on 2
+            # cores in another grid order, with floating-point ops skipped (its outputs are
+            # not compared, only its race reports count; see oracles.metamorphic).
+            reruns.append(("race", "num_cores_or_threads", {**mode, **RACES_ONLY, "random_seed": seed}))
+        return reruns
+
+
+#: The mode of a races-only rerun (over the base mode): race detection on 2 cores, every
+#: floating-point op skipped (TPU interpret mode then computes no float values at all).
+RACES_ONLY: dict[str, Any] = {"detect_races": True, "num_cores_or_threads": 2, "skip_floating_point_ops": True}
 
 
 def _other_choice(knob: str, mode: Mapping[str, Any]) -> str:

@@ -150,7 +150,8 @@ def blame_finding(finding: Finding, spec: KernelSpec, inputs: Sequence[np.ndarra
     first = answer.outputs[0]
     evidence = {**finding.evidence, "blame": {
         "messages": lines, "output": first.output, "block_shape": first.block_shape,
-        "block_errors": first.block_max_error, "block_bad_count": first.block_bad_count}}
+        "block_errors": first.block_max_error, "block_bad_count": first.block_bad_count,
+        "writers": [[list(b), [list(p) for p in points]] for b, points in first.writers]}}
     return dataclasses.replace(finding, message=finding.message + "\n" + "\n".join(lines), evidence=evidence)
 
 

@@ -44,6 +44,8 @@ class BackendResult:
       seconds: wall time of the kernel's search.
       transform: None for the bare kernel, else the transform.
       node: where it ran (campaigns: the executor's node names, comma-separated).
+      grid_coverage: for TPU interpret mode, the grid orders and core assignments its runs
+        exercised (``backends.schedule.Coverage.figure``); None elsewhere.
     """
 
     kernel: str
@@ -55,6 +57,7 @@ class BackendResult:
     transform: str | None = None
     node: str = ""
     shrink_steps: int = 0
+    grid_coverage: dict[str, Any] | None = None
 
     @property
     def effort(self) -> str:
