@@ -34,6 +34,8 @@ class Scale:
       grid_points: grid sizes of the cost series.
       deadlock_mutants: which deadlocking mutants the deadlock section times (empty: all).
       cluster_units, night_budget_s: fuzz slices timed per executor; budget of each night.
+      races_only_repeats, races_only_cases: timed runs per mode and case of the races-only
+        rerun; how many of its cases (0: all).
     """
 
     overhead_examples: int
@@ -50,6 +52,8 @@ class Scale:
     deadlock_mutants: tuple[str, ...] = ()
     cluster_units: int = 12
     night_budget_s: float = 120.0
+    races_only_repeats: int = 3
+    races_only_cases: int = 0  # the first N cases of races_only.CASES (0: all)
 
 
 SCALES: dict[str, Scale] = {
@@ -60,7 +64,7 @@ SCALES: dict[str, Scale] = {
                   metamorphic_examples=1, budget_s=8.0, case_timeout_s=5.0,
                   mutants=("rotated_index_map", "read_before_wait"), scaling_examples=1, scaling_specs=1,
                   grid_points=(1, 2), deadlock_mutants=("deadlock_semaphore",), cluster_units=6,
-                  night_budget_s=120.0),
+                  night_budget_s=120.0, races_only_repeats=1, races_only_cases=1),
 }
 
 
@@ -107,6 +111,12 @@ def _cluster(scale: Scale) -> dict[str, Any]:
     return cluster(units=scale.cluster_units, budget_s=scale.night_budget_s)
 
 
+def _races_only(scale: Scale) -> dict[str, Any]:
+    from benchmarks.races_only import CASES, races_only
+
+    return races_only(repeats=scale.races_only_repeats, cases=CASES[: scale.races_only_cases or len(CASES)])
+
+
 #: Section name -> (runner, keys lifted to the top level of results.json).
 SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] = {
     "overhead": (_overhead, ("overhead_ratio", "overhead_ratio_in_process")),
@@ -118,6 +128,7 @@ SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] =
     "scaling": (_scaling, ("examples_per_s",)),
     "cost": (_cost, ("recommended_max_grid_points",)),
     "cluster": (_cluster, ("ray_overhead_ratio", "night1_find_s", "night2_refind_s")),
+    "races_only": (_races_only, ("races_only_speedup", "races_only_speedup_warm_max", "races_agree")),
 }
 
 

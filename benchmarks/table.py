@@ -24,6 +24,9 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
     ("ray_overhead_ratio", "Ray executor / local executor, equal parallelism", "<= 1.15"),
     ("night1_find_s", "night 1: seconds to find the planted bug", ""),
     ("night2_refind_s", "night 2: seconds to re-find it from the shared Redis database", ""),
+    ("races_only_speedup", "races-only rerun speed-up, cold (median over kernels)", ""),
+    ("races_only_speedup_warm_max", "races-only rerun speed-up, warm, best kernel", ""),
+    ("races_agree", "races-only rerun reports the races a full run does", "True"),
 )
 
 
@@ -81,6 +84,14 @@ def _costs(cost: dict[str, Any]) -> list[str]:
     return _rows(("backend", "cold run (s)", "warm run"), rows)
 
 
+def _races_only(section: dict[str, Any]) -> list[str]:
+    per = section.get("per_case", {})
+    rows = [(label, f"{c['cold']['full_s']:.3f} / {c['cold']['races_only_s']:.3f} = {c['cold']['speedup']:.2f}x",
+             f"{c['warm']['full_s']:.4f} / {c['warm']['races_only_s']:.4f} = {c['warm']['speedup']:.2f}x")
+            for label, c in per.items()]
+    return _rows(("races-only rerun", "cold s: full / races only", "warm s: full / races only"), rows) if rows else []
+
+
 def render(results: dict[str, Any]) -> str:
     """Headline figures with their targets, then per-mutant times and per-backend costs."""
     m = results.get("machine", {})
@@ -89,7 +100,7 @@ def render(results: dict[str, Any]) -> str:
     lines += _rows(("figure", "value", "target"),
                    [(label, _fmt(results.get(key)), target) for key, label, target in HEADLINES if key in results])
     for block in (_mutants(results.get("detection", {})), _deadlocks(results.get("deadlock", {})),
-                  _costs(results.get("cost", {}))):
+                  _costs(results.get("cost", {})), _races_only(results.get("races_only", {}))):
         if block:
             lines += ["", *block]
     return "\n".join(lines)

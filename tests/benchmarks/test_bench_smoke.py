@@ -157,3 +157,16 @@ def test_baselines_run_on_the_executor_and_a_hang_is_killed_at_the_per_case_limi
         assert pool.running() == []  # the hung worker was stopped
         found = detection._baseline(pool, by_name["rotated_index_map"], "hlo_grid", settings, progress)
     assert found["found"] is True and _positive(found["seconds"]) and found["examples"] >= 1
+
+
+def test_races_only_structure() -> None:
+    from benchmarks import races_only
+
+    result = races_only.races_only(repeats=1, cases=races_only.CASES[:1])
+    assert _positive(result["races_only_speedup"])
+    case = result["per_case"]["matmul_f32"]
+    assert case["platform"] == "tpu"
+    for timing in (case["cold"], case["warm"]):
+        assert _positive(timing["full_s"]) and _positive(timing["races_only_s"]) and _positive(timing["speedup"])
+    assert result["races_agree"] is True
+    assert "races-only rerun" in table.render({"races_only": result, **result})
