@@ -24,6 +24,7 @@ from pallas_verify._jax_compat.interpret import capture_logs as capture_logs
 from pallas_verify._jax_compat.interpret import force_interpret as force_interpret
 from pallas_verify._jax_compat.interpret import reset_interpreters as reset_interpreters
 from pallas_verify._jax_compat.interpret import tpu_target as tpu_target
+from pallas_verify._jax_compat.invariants import grid_invariant_errors as grid_invariant_errors
 from pallas_verify._jax_compat.tracing import GRIDLESS_KERNELS as GRIDLESS_KERNELS
 from pallas_verify._jax_compat.tracing import BlockMapping as BlockMapping
 from pallas_verify._jax_compat.tracing import GridMapping as GridMapping
@@ -64,6 +65,7 @@ __all__ = [
     "evaluate",
     "force_interpret",
     "gpu_device_facts",
+    "grid_invariant_errors",
     "grid_mapping",
     "index_map_function",
     "is_kernel",

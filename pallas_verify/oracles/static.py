@@ -40,8 +40,10 @@ class StaticResult:
 
 def _static_issues(spec: KernelSpec, request: Mapping[str, Any]) -> list[Any]:
     from pallas_verify.grid import check as gridcheck
+    from pallas_verify.grid.invariants import invariant_issues
 
-    return gridcheck.check_grid(spec.kernel, request["inputs"], request["config"])
+    return [*gridcheck.check_grid(spec.kernel, request["inputs"], request["config"]),
+            *invariant_issues(spec.kernel, request["inputs"], request["config"])]
 
 
 def _blame(spec: KernelSpec, request: Mapping[str, Any]) -> Any:
