@@ -20,6 +20,7 @@ from pallas_verify.execution.caselimit import CaseLimit
 from pallas_verify.execution.isolation import Pending, Worker, shared_worker, static_tracer_slot
 from pallas_verify.findings import Finding
 from pallas_verify.loader import spec_ref
+from pallas_verify.oracles.approx import approx_math_case
 from pallas_verify.oracles.base import bitwise_equal
 from pallas_verify.oracles.differential import compare_outputs, outcome_findings
 from pallas_verify.oracles.divergence import divergence_findings
@@ -196,7 +197,7 @@ class Runner:
         limitation = _jax_compat.upstream_limitation(outcome.error, backend=case.backend, transform=transform)
         if limitation:
             raise Unsupported(limitation)
-        judged = transforms.judged(case, expected)
+        judged = approx_math_case(transforms.judged(case, expected), backend)  # what approx_math permits
         found = outcome_findings(judged, outcome, expected if backend.executes else None, paths, truth,
                                          executes=backend.executes)
         if found or not outcome.ok:

@@ -5,6 +5,9 @@ Everything here is specific to JAX 0.12 (see PALLAS_ON_CPU.md); when JAX changes
 package is the only one to update. Callers use the names re-exported here.
 """
 
+from pallas_verify._jax_compat.auto_barriers import (
+    read_and_written_without_auto_barriers as read_and_written_without_auto_barriers,
+)
 from pallas_verify._jax_compat.deadlock import DeadlockError as DeadlockError
 from pallas_verify._jax_compat.deadlock import deadlock_watch as deadlock_watch
 from pallas_verify._jax_compat.devices import abstract_mesh_of as abstract_mesh_of
@@ -70,6 +73,7 @@ __all__ = [
     "index_map_function",
     "is_kernel",
     "kernel_site",
+    "read_and_written_without_auto_barriers",
     "reset_interpreters",
     "semaphore_leaks",
     "sub_jaxprs",

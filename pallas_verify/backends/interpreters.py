@@ -143,16 +143,19 @@ class GpuInterpret:
 
         params = {k: v for k, v in case.mode.items() if k != "sm_count"}
         with _jax_compat.gpu_device_facts(core_count=case.mode.get("sm_count")):
-            hazard = _async_order(case)
+            hazard = _program_order(case)
             if hazard is not None:
-                return Outcome(error=ErrorInfo(type="AsyncOrderError", message=f"{_jax_compat.ASYNC_ORDER_MARKER}: {hazard}"))
+                return Outcome(error=ErrorInfo(type=hazard[0], message=hazard[1]))
             return execute(case, plgpu.InterpretGPUParams(**params))
 
 
-def _async_order(case: Case) -> str | None:
-    """What GPU interpret mode cannot see for itself, read from the kernel's program order:
-    a WGMMA accumulator read before any wait on its MMA (the interpreter runs WGMMA
-    synchronously). None when the kernel cannot be traced here (the run reports that)."""
+def _program_order(case: Case) -> tuple[str, str] | None:
+    """What GPU interpret mode cannot see for itself, read from the kernel's program order,
+    as (error type, message): a WGMMA accumulator read before any wait on its MMA (the
+    interpreter runs WGMMA synchronously; ``dma_ordering``), or a ref one thread reads and
+    writes in a kernel that turned Mosaic GPU's automatic barriers off (the interpreter runs
+    a warpgroup as one thread; ``race``). None when the kernel cannot be traced here (the
+    run reports that)."""
     fn = jitted(case)
     key = (fn, tuple((x.shape, str(x.dtype)) for x in case.inputs), case.mode.get("sm_count"))
     if key not in _ASYNC_ORDER:
@@ -162,13 +165,17 @@ def _async_order(case: Case) -> str | None:
             return None
         if len(_ASYNC_ORDER) >= 256:
             _ASYNC_ORDER.pop(next(iter(_ASYNC_ORDER)))
-        _ASYNC_ORDER[key] = _jax_compat.wgmma_read_before_wait(traced.jaxpr)
+        wgmma = _jax_compat.wgmma_read_before_wait(traced.jaxpr)
+        barriers = _jax_compat.read_and_written_without_auto_barriers(traced.jaxpr)
+        _ASYNC_ORDER[key] = (("AsyncOrderError", f"{_jax_compat.ASYNC_ORDER_MARKER}: {wgmma}") if wgmma else
+                             ("RaceError", f"{_jax_compat.RACE_MARKER} (unsafe_no_auto_barriers): {barriers}")
+                             if barriers else None)
     return _ASYNC_ORDER[key]
 
 
-# (jitted kernel, input shapes, SM count) -> _async_order's answer: a shrink reruns the
+# (jitted kernel, input shapes, SM count) -> _program_order's answer: a shrink reruns the
 # same kernel on the same shapes many times.
-_ASYNC_ORDER: dict[tuple[Any, ...], str | None] = {}
+_ASYNC_ORDER: dict[tuple[Any, ...], tuple[str, str] | None] = {}
 
 
 def interpreter_backends() -> list[Any]:

@@ -4,6 +4,10 @@
 - ``skipped_barrier_wait``: a block reads the SMEM tile its TMA copy is still filling (no
   ``barrier_wait`` on the copy's barrier). GPU interpret mode's race detector sees the TMA
   write and the compute read unordered: ``race``.
+- ``no_auto_barriers_in_place``: ``unsafe_no_auto_barriers=True`` with ``smem[...] =
+  f(smem[...])``: one thread reads and writes a region, which the flag forbids (the warps
+  of a warpgroup then race on a GPU). GPU interpret mode runs a warpgroup as one thread;
+  ``gpu_interpret`` checks the flag's rule in the kernel's program: ``race``.
 - ``slot_overwritten``: a ring of ``max_concurrent_steps`` TMA slots that refills the slot
   it is about to consume (the refill of step ``i + max_concurrent_steps`` is issued before
   step ``i`` reads its slot): keeping that many copies in flight during the compute needs
@@ -79,6 +83,28 @@ _BLOCKS = st.fixed_dictionaries({"blocks": st.integers(1, 3)})
 
 def _rows(config):
     return seeded_arrays([(config["blocks"] * B, C)])
+
+
+def _out_of_place_body(x_gmem, o_gmem, x_smem, o_smem, barrier):
+    rows = pl.ds(jax.lax.axis_index("blocks") * B, B)
+    plgpu.copy_gmem_to_smem(x_gmem.at[rows], x_smem, barrier)
+    plgpu.barrier_wait(barrier)
+    o_smem[...] = x_smem[...] * 2.0 - 1.0
+    plgpu.commit_smem()
+    plgpu.copy_smem_to_gmem(o_smem, o_gmem.at[rows])
+    plgpu.wait_smem_to_gmem(0)
+
+
+def affine_without_auto_barriers(x, *, blocks, in_place=False):
+    """``2x - 1`` with ``unsafe_no_auto_barriers=True``: in place in one SMEM buffer (read
+    and written by one thread: what the flag forbids) or from one buffer into another."""
+    del blocks
+    body = functools.partial(_affine_body, wait=True) if in_place else _out_of_place_body
+    buffers = [plgpu.SMEM((B, C), x.dtype)] * (1 if in_place else 2)
+    return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                        scratch_types=[*buffers, plgpu.Barrier(num_arrivals=1)], grid=(x.shape[0] // B,),
+                        grid_names=("blocks",),
+                        compiler_params=plgpu.CompilerParams(unsafe_no_auto_barriers=True))(x)
 
 
 # --- a TMA ring that refills the slot it is about to consume -----------------------------
@@ -221,6 +247,14 @@ MUTANTS = [
         twin=_spec("barrier_affine_twin", affine, _affine_ref, _BLOCKS, _rows),
         expects=("race",),
         bug="each block computes on its SMEM tile without waiting on the barrier of the TMA copy filling it",
+    ),
+    Mutant(
+        spec=_spec("no_auto_barriers_in_place", functools.partial(affine_without_auto_barriers, in_place=True),
+                   _affine_ref, _BLOCKS, _rows),
+        twin=_spec("no_auto_barriers_twin", affine_without_auto_barriers, _affine_ref, _BLOCKS, _rows),
+        expects=("race",),
+        bug="the kernel turns Mosaic GPU's automatic barriers off (unsafe_no_auto_barriers=True) yet reads and "
+            "writes one SMEM buffer from one thread, which the flag's documentation forbids",
     ),
     Mutant(
         spec=_spec("slot_overwritten", _without_steps(ring, refill_first=True), _without_steps(_ring_ref), _ring_configs(),

@@ -39,7 +39,8 @@ def close(got, want, tol=1e-5):
 
 
 def test_gpu_mutants_cover_the_four_mosaic_gpu_bugs():
-    assert set(MUTANTS) == {"skipped_barrier_wait", "slot_overwritten", "wgmma_read_before_wait", "tma_ragged_tail"}
+    assert set(MUTANTS) == {"skipped_barrier_wait", "slot_overwritten", "wgmma_read_before_wait", "tma_ragged_tail",
+                            "no_auto_barriers_in_place"}
     assert all(m.spec.platforms == ("gpu",) for m in MUTANTS.values())
 
 
@@ -83,4 +84,15 @@ def test_tma_ragged_tail_is_zero_filled_and_unmasked(fill):
     out, _ = run(m.spec, config, inputs, uninitialized_memory=fill)
     assert (out[0][1] == 0).all()  # the zero-filled rows win every column of the tail block
     out, races = run(m.twin, config, inputs, uninitialized_memory=fill)
+    assert not races and close(out, reference(m.twin, config, inputs))
+
+
+def test_reading_and_writing_one_buffer_without_auto_barriers_is_a_race():
+    m = MUTANTS["no_auto_barriers_in_place"]
+    config, inputs = example(m.spec)
+    outcome = GpuInterpret().run(Case(spec=m.spec, config=config, inputs=inputs, backend="gpu_interpret",
+                                      mode={"sm_count": 2}))
+    assert _jax_compat.error_kind(outcome.error.message) == "race"
+    assert "unsafe_no_auto_barriers=True" in outcome.error.message
+    out, races = run(m.twin, config, inputs)
     assert not races and close(out, reference(m.twin, config, inputs))
