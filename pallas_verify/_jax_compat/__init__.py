@@ -16,6 +16,9 @@ from pallas_verify._jax_compat.errors import DEADLOCK_MARKER as DEADLOCK_MARKER
 from pallas_verify._jax_compat.errors import LIMITATIONS as LIMITATIONS
 from pallas_verify._jax_compat.errors import RACE_MARKER as RACE_MARKER
 from pallas_verify._jax_compat.errors import Limitation as Limitation
+from pallas_verify._jax_compat.errors import (
+    allocates_hbm_in_run_scoped as allocates_hbm_in_run_scoped,
+)
 from pallas_verify._jax_compat.errors import error_info as error_info
 from pallas_verify._jax_compat.errors import error_kind as error_kind
 from pallas_verify._jax_compat.errors import semaphore_leaks as semaphore_leaks
@@ -56,6 +59,7 @@ __all__ = [
     "GridMapping",
     "Limitation",
     "abstract_mesh_of",
+    "allocates_hbm_in_run_scoped",
     "bind",
     "call_body",
     "call_name",

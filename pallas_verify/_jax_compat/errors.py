@@ -14,6 +14,7 @@ __all__ = [
     "LIMITATIONS",
     "RACE_MARKER",
     "Limitation",
+    "allocates_hbm_in_run_scoped",
     "error_info",
     "error_kind",
     "semaphore_leaks",
@@ -141,6 +142,15 @@ _ERROR_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 # TPU interpret mode prints this at kernel exit for a DMA or signal never waited (eager DMAs).
 _SEMAPHORE_LEAK = re.compile(r"^Semaphore .* has non-zero count.*$", re.MULTILINE)
+
+
+# TPU interpret mode's error for pl.run_scoped(pltpu.HBM(...)) unless the params allow it.
+_HBM_IN_RUN_SCOPED = "Cannot allocate HBM in `run_scoped`"
+
+
+def allocates_hbm_in_run_scoped(error: ErrorInfo | None) -> bool:
+    """Whether a TPU interpret run failed because the kernel allocates HBM in run_scoped."""
+    return error is not None and _HBM_IN_RUN_SCOPED in error.message
 
 
 def error_kind(message: str) -> str | None:

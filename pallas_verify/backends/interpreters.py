@@ -59,11 +59,21 @@ class TpuInterpret:
         of an array (legal on hardware) is no out-of-bounds read; only reads past the
         tiled allocation are. The padding holds the ``uninitialized_memory`` fill, so the
         NaN-vs-zero rerun still shows padding that leaks into an output. A mode may pin
-        ``buffer_bounds="logical"``."""
+        ``buffer_bounds="logical"``.
+
+        A kernel that allocates HBM in ``run_scoped`` (which a real TPU does not support)
+        runs again with ``allow_hbm_allocation_in_run_scoped=True``, only so that its
+        outputs are still judged; the outcome fails saying it cannot run on a TPU."""
+        outcome = self._run(case, case.mode)
+        if _jax_compat.allocates_hbm_in_run_scoped(outcome.error) and "allow_hbm_allocation_in_run_scoped" not in case.mode:
+            return _hbm_in_run_scoped(outcome, self._run(case, {**case.mode, "allow_hbm_allocation_in_run_scoped": True}))
+        return outcome
+
+    def _run(self, case: Case, mode: Mapping[str, Any]) -> Outcome:
         from jax.experimental.pallas import tpu as pltpu
 
         params = pltpu.InterpretParams(**{"on_race": "warn", "buffer_bounds": "padded",
-                                          "grid_point_recorder": schedule.RECORDER, **case.mode})
+                                          "grid_point_recorder": schedule.RECORDER, **mode})
         with _jax_compat.tpu_target(), _jax_compat.deadlock_watch(), schedule.recording() as ran:
             outcome = execute(case, params)  # a deadlock ends the run as `deadlock`
         return dataclasses.replace(outcome, schedule=tuple(ran))
@@ -96,6 +106,18 @@ class TpuInterpret:
 #: The mode of a races-only rerun (over the base mode): race detection on 2 cores, every
 #: floating-point op skipped (TPU interpret mode then computes no float values at all).
 RACES_ONLY: dict[str, Any] = {"detect_races": True, "num_cores_or_threads": 2, "skip_floating_point_ops": True}
+
+
+def _hbm_in_run_scoped(refused: Outcome, allowed: Outcome) -> Outcome:
+    """A kernel that allocates HBM in run_scoped: the outcome of the run that allowed it
+    (its outputs are still judged), failing with why it cannot run on a real TPU."""
+    assert refused.error is not None
+    ran = "runs" if allowed.error is None else f"fails there too ({allowed.error.summary()})"
+    message = (f"the kernel allocates HBM in pl.run_scoped, which Pallas does not support on a real TPU "
+               f"({refused.error.message}); TPU interpret mode with allow_hbm_allocation_in_run_scoped=True {ran}. "
+               "Allocate the buffer as a pallas_call operand or scratch in VMEM instead")
+    return dataclasses.replace(allowed, error=ErrorInfo(type="UnsupportedOnTpu", message=message,
+                                                        traceback=refused.error.traceback))
 
 
 def _other_choice(knob: str, mode: Mapping[str, Any]) -> str:
