@@ -40,6 +40,7 @@ from pallas_verify._jax_compat.tracing import call_name as call_name
 from pallas_verify._jax_compat.tracing import equations as equations
 from pallas_verify._jax_compat.tracing import evaluate as evaluate
 from pallas_verify._jax_compat.tracing import grid_mapping as grid_mapping
+from pallas_verify._jax_compat.tracing import grid_mapping_class as grid_mapping_class
 from pallas_verify._jax_compat.tracing import index_map_function as index_map_function
 from pallas_verify._jax_compat.tracing import is_kernel as is_kernel
 from pallas_verify._jax_compat.tracing import kernel_site as kernel_site
@@ -74,6 +75,7 @@ __all__ = [
     "gpu_device_facts",
     "grid_invariant_errors",
     "grid_mapping",
+    "grid_mapping_class",
     "index_map_function",
     "is_kernel",
     "kernel_site",
