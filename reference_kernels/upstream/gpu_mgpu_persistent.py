@@ -28,6 +28,7 @@ from reference_kernels._draw import normal, seeded, without
 __all__ = ["GPU_HOPPER_MATMUL_MGPU", "GPU_TRANSPOSED_RAGGED_DOT_MGPU"]
 
 _DIM = hopper_matmul_mgpu.MatmulDimension
+_SMEM_FOR_STAGES = 160 * 1024  # bytes of pipeline stages (the epilogue and barriers need the rest)
 _NO_WGMMA = ("WGMMA is Hopper-only: ptxas rejects it for B200 (JaxRuntimeError: Mosaic GPU pass pipeline "
              "failed: ... Instruction 'wgmma.fence' not supported on .target 'sm_100a', jax 0.12.0.1)")
 _SM90 = ("TMA copies need Hopper or newer (ValueError: copy_gmem_to_smem with a barrier is only supported "
@@ -69,6 +70,11 @@ def _hopper_configs(draw):
     }
     cta_m = 64 * (2 if config["wg_dimension"] == "M" else 1)
     cta_n = tile_n * (2 if config["wg_dimension"] == "N" else 1)
+    # Every pipeline stage holds an A and a B tile in SMEM: keep the stages within an
+    # H100's 227 KiB (Mosaic GPU rejects more: "kernel exceeds available shared memory",
+    # which GPU interpret mode does not check).
+    stage = 2 * config["tile_k"] * (cta_m + cta_n)
+    config["max_concurrent_steps"] = min(config["max_concurrent_steps"], _SMEM_FOR_STAGES // stage)
     config["m"] = cta_m * (2 if config["cluster_dimension"] == "M" else 1) * draw(st.integers(1, 2))
     config["n"] = cta_n * (2 if config["cluster_dimension"] == "N" else 1) * draw(st.integers(1, 2))
     config["k"] = config["tile_k"] * draw(st.integers(1, 3))  # k blocks vs. pipeline slots
