@@ -19,9 +19,7 @@ from reference_kernels.upstream import NOT_WRAPPED, gpu_mgpu_compiled, mgpu_gaps
 
 
 def _reset() -> None:
-    from jax._src.pallas.mosaic_gpu.interpret import interpret_pallas_call as gi
-
-    gi.reset_gpu_interpret_mode_state()
+    _jax_compat.reset_interpreters()
 
 
 # The failure of a 2-CTA tcgen05 MMA is raised inside one warp's thread; GPU interpret
