@@ -13,12 +13,14 @@ import numpy as np
 from pallas_verify import _jax_compat, attribution, choices, reference, transforms
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.execute import config_key
+from pallas_verify.backends.schedule import Coverage, cores_named
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution.caselimit import CaseLimit
 from pallas_verify.execution.isolation import Pending, Worker, shared_worker, static_tracer_slot
 from pallas_verify.findings import Finding
 from pallas_verify.loader import spec_ref
+from pallas_verify.oracles.approx import approx_math_case
 from pallas_verify.oracles.base import bitwise_equal
 from pallas_verify.oracles.differential import compare_outputs, outcome_findings
 from pallas_verify.oracles.divergence import divergence_findings
@@ -81,6 +83,7 @@ class Runner:
         self.reruns = RerunTally()
         self.upstream: dict[str, attribution.Upstream] = {}  # backend -> its first upstream limitation
         self._witnessed: dict[str, bool] = {}  # example + transform + backend -> judged clean there
+        self.coverage: dict[tuple[str, str | None], Coverage] = {}  # (backend, transform) -> schedules run
 
     def __enter__(self) -> Runner:
         return self
@@ -124,7 +127,14 @@ class Runner:
         return _Running(case, backend, worker, worker.submit_case(self.spec_ref, case))
 
     def collect(self, running: _Running) -> Outcome:
-        """The Outcome of a submitted case."""
+        """The Outcome of a submitted case (its schedule counted in ``coverage``)."""
+        outcome = self._collect(running)
+        if outcome.schedule:
+            key = (running.case.backend, running.case.transform)
+            self.coverage.setdefault(key, Coverage()).add(outcome.schedule)
+        return outcome
+
+    def _collect(self, running: _Running) -> Outcome:
         if running.outcome is not None:
             return running.outcome
         if running.worker is None or running.pending is None:
@@ -210,7 +220,7 @@ class Runner:
             not witness and outcome.error is not None) else None
         if upstream:
             raise Unsupported(upstream)
-        judged = transforms.judged(case, expected)
+        judged = approx_math_case(transforms.judged(case, expected), backend)  # what approx_math permits
         found = outcome_findings(judged, outcome, expected if backend.executes else None, paths, truth,
                                          executes=backend.executes)
         if found or not outcome.ok:
@@ -247,6 +257,9 @@ class Runner:
                                         truth)
         errors = [np.abs(np.asarray(a, np.float64) - np.asarray(e, np.float64)) if c.bad is not None else None
                   for c, a, e in zip(table, outcome.outputs, expected, strict=True)]
+        if outcome.schedule and len({core for _, core in outcome.schedule}) > 1:  # blame then names the core
+            finding = dataclasses.replace(finding, evidence={**finding.evidence,
+                                                             "grid_schedule": [list(p) for p in outcome.schedule]})
         return self._with_blame(finding, judged.inputs, [c.bad for c in table], errors)
 
     def _divergence(self, key: str, case: Case, outcome: Outcome, paths: list[str], expected: Sequence[np.ndarray],
@@ -271,7 +284,7 @@ class Runner:
             return None
         if self.reruns.last.get(backend.name) == frozenset():  # the kernel's last example needed none
             return None
-        merged = dataclasses.replace(case, mode=_merged(case.mode, [mode for _, mode in variants]))
+        merged = dataclasses.replace(case, mode=_merged(case.mode, [mode for _, mode in variants if not _races_only(mode)]))
         return self.submit(merged, slot="reruns")
 
     def _metamorphic(self, backend: Backend, case: Case, base: Outcome, paths: list[str],
@@ -279,12 +292,14 @@ class Runner:
         """The backend's metamorphic reruns that can show something on this kernel (as the
         base run's ``reruns`` says): one rerun with all their knobs changed (started ahead
         when a core was spare), and each alone only when that one shows a difference (to
-        name the kind)."""
+        name the kind); then the races-only rerun, judged by its race reports alone."""
         variants = getattr(backend, "variants", lambda _: [])(case.mode)
         wanted = [(kind, mode) for kind, mode in variants if base.reruns is None or kind in base.reruns]
         self.reruns.count(backend.name, [kind for kind, _ in variants], [kind for kind, _ in wanted], base.skipped)
         self.reruns.last[backend.name] = frozenset(kind for kind, _ in wanted)
-        together = None
+        races_only = [(kind, mode) for kind, mode in wanted if _races_only(mode)]
+        wanted = [(kind, mode) for kind, mode in wanted if not _races_only(mode)]
+        together, singles = None, wanted
         if wanted and (ahead is not None or len(wanted) > 1):
             merged = ahead.case if ahead is not None else dataclasses.replace(
                 case, mode=_merged(case.mode, [mode for _, mode in wanted]))
@@ -292,15 +307,21 @@ class Runner:
             if ahead is not None:
                 ahead.outcome = variant
             together = metamorphic_finding(case, wanted[0][0], base, merged, variant, paths)
-            if together is None:
-                return []
-        for kind, mode in wanted:
+            singles = wanted if together is not None else []  # each alone only to name the kind
+        for kind, mode in singles:
             variant_case = dataclasses.replace(case, mode=mode)
             variant = self.run(variant_case)
             finding = metamorphic_finding(case, kind, base, variant_case, variant, paths)
             if finding is not None:
                 return [self._metamorphic_blame(finding, case, base, variant)]
-        return [together] if together is not None else []
+        if together is not None:
+            return [together]
+        for kind, mode in races_only:
+            variant_case = dataclasses.replace(case, mode=mode)
+            finding = metamorphic_finding(case, kind, base, variant_case, self.run(variant_case), paths)
+            if finding is not None:
+                return [finding]
+        return []
 
     def _metamorphic_blame(self, finding: Finding, case: Case, base: Outcome, variant: Outcome) -> Finding:
         if base.outputs is None or variant.outputs is None:
@@ -366,8 +387,14 @@ class Runner:
                errors: Sequence[np.ndarray | None]) -> Finding:
         from pallas_verify.oracles.static import blame_finding
 
-        return blame_finding(finding, self.spec, inputs, masks, errors, spec_ref=self.spec_ref,
-                             worker=self._tracer(), timeout_s=self.timeout_s)
+        blamed = blame_finding(finding, self.spec, inputs, masks, errors, spec_ref=self.spec_ref,
+                               worker=self._tracer(), timeout_s=self.timeout_s)
+        ran, writers = blamed.evidence.get("grid_schedule"), blamed.evidence.get("blame", {}).get("writers")
+        named = cores_named(ran, writers) if ran and writers else None
+        if named is None:
+            return blamed
+        return dataclasses.replace(blamed, message=f"{blamed.message}\n{named}",
+                                   evidence={**blamed.evidence, "cores": named})
 
     def _reference_failure(self, config: Mapping[str, Any], exc: Exception, transform: str | None = None) -> Finding:
         under = f" under {transform}" if transform else ""
@@ -411,6 +438,11 @@ class _Running:
     worker: Worker | None = None
     pending: Pending | None = None
     outcome: Outcome | None = None
+
+
+def _races_only(mode: Mapping[str, Any]) -> bool:
+    """Whether a rerun's mode computes no float values (its outputs are placeholders)."""
+    return bool(mode.get("skip_floating_point_ops"))
 
 
 def _merged(mode: Mapping[str, Any], variants: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -49,6 +49,8 @@ class BackendResult:
       node: where it ran (campaigns: the executor's node names, comma-separated).
       note: how the search ended when not by its budget (e.g. "stopped early: all 3
         examples run failed with the same signature ..."), else "".
+      grid_coverage: for TPU interpret mode, the grid orders and core assignments its runs
+        exercised (``backends.schedule.Coverage.figure``); None elsewhere.
     """
 
     kernel: str
@@ -61,6 +63,7 @@ class BackendResult:
     node: str = ""
     shrink_steps: int = 0
     note: str = ""
+    grid_coverage: dict[str, Any] | None = None
 
     @property
     def effort(self) -> str:
