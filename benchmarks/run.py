@@ -39,6 +39,8 @@ class Scale:
       precision_examples, precision_only: examples per correct kernel and dtype (the
         mutants run one more); which subjects and mutants (names containing one; empty: all).
       faults: which faults the faults section stages (empty: all).
+      races_only_repeats, races_only_cases: timed runs per mode and case of the races-only
+        rerun; how many of its cases (0: all).
     """
 
     overhead_examples: int
@@ -60,6 +62,8 @@ class Scale:
     precision_examples: int = 2
     precision_only: tuple[str, ...] = ()
     faults: tuple[str, ...] = ()
+    races_only_repeats: int = 3
+    races_only_cases: int = 0  # the first N cases of races_only.CASES (0: all)
 
 
 SCALES: dict[str, Scale] = {
@@ -72,7 +76,7 @@ SCALES: dict[str, Scale] = {
                   grid_points=(1, 2), deadlock_mutants=("deadlock_semaphore",), cluster_units=6,
                   night_budget_s=120.0, clean_examples=2, clean_specs=2, precision_examples=1,
                   precision_only=("matmul_bf16", "tiled_matmul_bfloat16_out", "bf16_acc_bf16_out"),
-                  faults=("out_dev_null", "bad_numbers")),
+                  faults=("out_dev_null", "bad_numbers"), races_only_repeats=1, races_only_cases=1),
 }
 
 
@@ -138,6 +142,12 @@ def _faults(scale: Scale) -> dict[str, Any]:
     return faults(only=scale.faults)
 
 
+def _races_only(scale: Scale) -> dict[str, Any]:
+    from benchmarks.races_only import CASES, races_only
+
+    return races_only(repeats=scale.races_only_repeats, cases=CASES[: scale.races_only_cases or len(CASES)])
+
+
 #: Section name -> (runner, keys lifted to the top level of results.json).
 SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] = {
     "overhead": (_overhead, ("overhead_ratio", "overhead_ratio_in_process")),
@@ -152,6 +162,7 @@ SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] =
     "precision": (_precision, ("correct_margin", "mutant_ratio")),
     "cluster": (_cluster, ("ray_overhead_ratio", "night1_find_s", "night2_refind_s")),
     "faults": (_faults, ("faults_tried", "faults_survived")),
+    "races_only": (_races_only, ("races_only_speedup", "races_only_speedup_warm_max", "races_agree")),
 }
 
 

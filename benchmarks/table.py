@@ -29,6 +29,9 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
     ("night1_find_s", "night 1: seconds to find the planted bug", ""),
     ("night2_refind_s", "night 2: seconds to re-find it from the shared Redis database", ""),
     ("faults_survived", "faults survived (report written, no false finding, none lost, no orphan)", "all tried"),
+    ("races_only_speedup", "races-only rerun speed-up, cold (median over kernels)", ""),
+    ("races_only_speedup_warm_max", "races-only rerun speed-up, warm, best kernel", ""),
+    ("races_agree", "races-only rerun reports the races a full run does", "True"),
 )
 
 
@@ -108,6 +111,14 @@ def _faults(faults: dict[str, Any]) -> list[str]:
     return _rows(("fault", "verdict", "wall", "detail"), rows) if rows else []
 
 
+def _races_only(section: dict[str, Any]) -> list[str]:
+    per = section.get("per_case", {})
+    rows = [(label, f"{c['cold']['full_s']:.3f} / {c['cold']['races_only_s']:.3f} = {c['cold']['speedup']:.2f}x",
+             f"{c['warm']['full_s']:.4f} / {c['warm']['races_only_s']:.4f} = {c['warm']['speedup']:.2f}x")
+            for label, c in per.items()]
+    return _rows(("races-only rerun", "cold s: full / races only", "warm s: full / races only"), rows) if rows else []
+
+
 def render(results: dict[str, Any]) -> str:
     """Headline figures with their targets, then per-mutant times and per-backend costs."""
     m = results.get("machine", {})
@@ -117,7 +128,7 @@ def render(results: dict[str, Any]) -> str:
                    [(label, _fmt(results.get(key)), target) for key, label, target in HEADLINES if key in results])
     for block in (_mutants(results.get("detection", {})), _deadlocks(results.get("deadlock", {})),
                   _costs(results.get("cost", {})), _precision(results.get("precision", {})),
-                  _faults(results.get("faults", {}))):
+                  _faults(results.get("faults", {})), _races_only(results.get("races_only", {}))):
         if block:
             lines += ["", *block]
     return "\n".join(lines)

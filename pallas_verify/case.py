@@ -77,6 +77,8 @@ class Outcome:
         rerun the backend has applies).
       skipped: checks the run left out because nothing in the kernel can trip them (e.g.
         ``"race"``: race detection where nothing runs concurrently).
+      schedule: the (grid point, core) pairs TPU interpret mode ran, in order (see
+        ``backends.schedule``); None for other backends.
     """
 
     outputs: tuple[np.ndarray, ...] | None = None
@@ -90,6 +92,7 @@ class Outcome:
     inputs_after: tuple[np.ndarray, ...] | None = None
     reruns: frozenset[str] | None = None
     skipped: tuple[str, ...] = ()
+    schedule: tuple[tuple[tuple[int, ...], int], ...] | None = None
 
     @property
     def ok(self) -> bool:

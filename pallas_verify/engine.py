@@ -304,7 +304,10 @@ def verify(
                     findings = _finish([(f, ex, *search.first_seen.get(f.kind, (0.0, 0))) for f, ex in search.found],
                                        search.shrink.stopped, runner, Path(out_dir))
                     report.findings.extend(findings)
-                    report.results.append(_result(spec, backend, findings, search))
+                    coverage = runner.coverage.get((backend.name, search.transform))
+                    result = _result(spec, backend, findings, search)
+                    report.results.append(result if coverage is None else
+                                          dataclasses.replace(result, grid_coverage=coverage.figure()))
                     if progress is not None:
                         progress.cell(report.results[-1], len(findings))
                 runner.forget_blame()  # the failing examples the searches did not report

@@ -11,12 +11,14 @@ import numpy as np
 
 from pallas_verify import _jax_compat, attribution, transforms
 from pallas_verify.backends.base import Backend
+from pallas_verify.backends.schedule import Coverage, cores_named
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
 from pallas_verify.execution.isolation import static_tracer_slot
 from pallas_verify.execution.sandbox import Running, Sandbox
 from pallas_verify.findings import Finding
 from pallas_verify.keys import Lru, config_key, example_key, shapes_key
 from pallas_verify.loader import spec_ref
+from pallas_verify.oracles.approx import approx_math_case
 from pallas_verify.oracles.base import bitwise_equal
 from pallas_verify.oracles.differential import compare_outputs, outcome_findings
 from pallas_verify.oracles.divergence import divergence_findings
@@ -49,7 +51,8 @@ class Runner:
 
     def __post_init__(self) -> None:
         self.spec_ref = spec_ref(self.spec)
-        self.sandbox = Sandbox(self.spec.name, self.spec_ref, timeout_s=self.timeout_s, isolate=self.isolate)
+        self.sandbox = Sandbox(self.spec.name, self.spec_ref, timeout_s=self.timeout_s, isolate=self.isolate,
+                               seen=self._saw)
         self._static: dict[str, list[Finding]] = {}
         self.static_notes: list[str] = []  # "static check skipped for <call>: <reason>", each once
         self.references = References(self.spec, self.cache_size)
@@ -60,6 +63,7 @@ class Runner:
         self.reruns = RerunTally()
         self.upstream: dict[str, attribution.Upstream] = {}  # backend -> its first upstream limitation
         self._witnessed: dict[str, bool] = {}  # example + transform + backend -> judged clean there
+        self.coverage: dict[tuple[str, str | None], Coverage] = {}  # (backend, transform) -> schedules run
 
     def __enter__(self) -> Runner:
         return self
@@ -79,6 +83,11 @@ class Runner:
 
             backend = registry.get(case.backend)
         return self.sandbox.run(case, backend)
+
+    def _saw(self, case: Case, outcome: Outcome) -> None:
+        """Every outcome collected: its schedule counted in ``coverage``."""
+        if outcome.schedule:
+            self.coverage.setdefault((case.backend, case.transform), Coverage()).add(outcome.schedule)
 
     def expected(self, config: Mapping[str, Any], inputs: Sequence[np.ndarray], key: str,
                  transform: str | None = None) -> Expected:
@@ -137,7 +146,7 @@ class Runner:
             not witness and outcome.error is not None) else None
         if upstream:
             raise Unsupported(upstream)
-        judged = transforms.judged(case, expected)
+        judged = approx_math_case(transforms.judged(case, expected), backend)  # what approx_math permits
         found = outcome_findings(judged, outcome, expected, paths, truth)
         if found or not outcome.ok:
             return [self._blamed(f, judged, outcome, expected, truth) for f in found]
@@ -172,6 +181,9 @@ class Runner:
                                         truth)
         errors = [element_errors(a, e) if c.bad is not None else None
                   for c, a, e in zip(table, outcome.outputs, expected, strict=True)]
+        if outcome.schedule and len({core for _, core in outcome.schedule}) > 1:  # blame then names the core
+            finding = dataclasses.replace(finding, evidence={**finding.evidence,
+                                                             "grid_schedule": [list(p) for p in outcome.schedule]})
         return self._with_blame(finding, judged.inputs, [c.bad for c in table], errors)
 
     def _divergence(self, key: str, case: Case, outcome: Outcome, paths: list[str], expected: Sequence[np.ndarray],
@@ -196,7 +208,7 @@ class Runner:
             return None
         if self.reruns.last.get(backend.name) == frozenset():  # the kernel's last example needed none
             return None
-        merged = dataclasses.replace(case, mode=_merged(case.mode, [mode for _, mode in variants]))
+        merged = dataclasses.replace(case, mode=_merged(case.mode, [mode for _, mode in variants if not _races_only(mode)]))
         return self.sandbox.submit(merged, backend, slot="reruns")
 
     def _metamorphic(self, backend: Backend, case: Case, base: Outcome, paths: list[str],
@@ -204,12 +216,14 @@ class Runner:
         """The backend's metamorphic reruns that can show something on this kernel (as the
         base run's ``reruns`` says): one rerun with all their knobs changed (started ahead
         when a core was spare), and each alone only when that one shows a difference (to
-        name the kind)."""
+        name the kind); then the races-only rerun, judged by its race reports alone."""
         variants = backend.variants(case.mode)
         wanted = [(kind, mode) for kind, mode in variants if base.reruns is None or kind in base.reruns]
         self.reruns.count(backend.name, [kind for kind, _ in variants], [kind for kind, _ in wanted], base.skipped)
         self.reruns.last[backend.name] = frozenset(kind for kind, _ in wanted)
-        together = None
+        races_only = [(kind, mode) for kind, mode in wanted if _races_only(mode)]
+        wanted = [(kind, mode) for kind, mode in wanted if not _races_only(mode)]
+        together, singles = None, wanted
         if wanted and (ahead is not None or len(wanted) > 1):
             merged = ahead.case if ahead is not None else dataclasses.replace(
                 case, mode=_merged(case.mode, [mode for _, mode in wanted]))
@@ -217,15 +231,21 @@ class Runner:
             if ahead is not None:
                 ahead.outcome = variant
             together = metamorphic_finding(case, wanted[0][0], base, merged, variant, paths)
-            if together is None:
-                return []
-        for kind, mode in wanted:
+            singles = wanted if together is not None else []  # each alone only to name the kind
+        for kind, mode in singles:
             variant_case = dataclasses.replace(case, mode=mode)
             variant = self.sandbox.run(variant_case, backend)
             finding = metamorphic_finding(case, kind, base, variant_case, variant, paths)
             if finding is not None:
                 return [self._metamorphic_blame(finding, case, base, variant)]
-        return [together] if together is not None else []
+        if together is not None:
+            return [together]
+        for kind, mode in races_only:
+            variant_case = dataclasses.replace(case, mode=mode)
+            finding = metamorphic_finding(case, kind, base, variant_case, self.run(variant_case), paths)
+            if finding is not None:
+                return [finding]
+        return []
 
     def _metamorphic_blame(self, finding: Finding, case: Case, base: Outcome, variant: Outcome) -> Finding:
         if base.outputs is None or variant.outputs is None:
@@ -284,8 +304,14 @@ class Runner:
                errors: Sequence[np.ndarray | None]) -> Finding:
         from pallas_verify.oracles.static import blame_finding
 
-        return blame_finding(finding, self.spec, inputs, masks, errors, spec_ref=self.spec_ref,
-                             worker=self.sandbox.tracer("interpreters"), timeout_s=self.timeout_s)
+        blamed = blame_finding(finding, self.spec, inputs, masks, errors, spec_ref=self.spec_ref,
+                               worker=self.sandbox.tracer("interpreters"), timeout_s=self.timeout_s)
+        ran, writers = blamed.evidence.get("grid_schedule"), blamed.evidence.get("blame", {}).get("writers")
+        named = cores_named(ran, writers) if ran and writers else None
+        if named is None:
+            return blamed
+        return dataclasses.replace(blamed, message=f"{blamed.message}\n{named}",
+                                   evidence={**blamed.evidence, "cores": named})
 
     def _reference_failure(self, config: Mapping[str, Any], exc: Exception, transform: str | None = None) -> Finding:
         under = f" under {transform}" if transform else ""
@@ -317,6 +343,11 @@ class RerunTally:
         return [f"{backend}: {'race detection' if kind == 'race' else f'the {kind} rerun'} was skipped on {n} of "
                 f"{self.examples[backend]} examples ({reasons.get(kind, 'the kernel has nothing it changes')})"
                 for (backend, kind), n in sorted(self.skipped.items())]
+
+
+def _races_only(mode: Mapping[str, Any]) -> bool:
+    """Whether a rerun's mode computes no float values (its outputs are placeholders)."""
+    return bool(mode.get("skip_floating_point_ops"))
 
 
 def _merged(mode: Mapping[str, Any], variants: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

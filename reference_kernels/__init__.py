@@ -30,6 +30,7 @@ MODULES: tuple[str, ...] = (
     "collective",
     "triton_style",
     "gpu_barrier",
+    "gpu_params",
     "transforms_matmul",
     "transforms_norms",
     "transforms_attention",

@@ -17,6 +17,8 @@ from strategies.blocks import mosaic_gpu_block_shapes as mosaic_gpu_block_shapes
 from strategies.blocks import preferred_sublane_tile as preferred_sublane_tile
 from strategies.blocks import tpu_block_shapes as tpu_block_shapes
 from strategies.blocks import triton_block_shapes as triton_block_shapes
+from strategies.compiler_params import GPU_DIMENSION_SEMANTICS as GPU_DIMENSION_SEMANTICS
+from strategies.compiler_params import mosaic_gpu_compiler_params as mosaic_gpu_compiler_params
 from strategies.errors import InvalidStrategyType as InvalidStrategyType
 from strategies.errors import InvalidStrategyValue as InvalidStrategyValue
 from strategies.errors import StrategyError as StrategyError
@@ -48,6 +50,7 @@ from strategies.tiled import tiled_configs as tiled_configs
 __all__ = [
     "AXIS_ROLES",
     "DEFAULT_INT_MAGNITUDE",
+    "GPU_DIMENSION_SEMANTICS",
     "INTERPRET_PLATFORMS",
     "LAYOUTS",
     "RAGGED_KINDS",
@@ -74,6 +77,7 @@ __all__ = [
     "literal_choices",
     "make_interpret_params",
     "mosaic_gpu_block_shapes",
+    "mosaic_gpu_compiler_params",
     "pallas_programs",
     "preferred_sublane_tile",
     "program_inputs",

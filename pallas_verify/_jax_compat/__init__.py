@@ -5,15 +5,22 @@ Everything here is specific to JAX 0.12 (see PALLAS_ON_CPU.md); when JAX changes
 package is the only one to update. Callers use the names re-exported here.
 """
 
+from pallas_verify._jax_compat.auto_barriers import (
+    read_and_written_without_auto_barriers as read_and_written_without_auto_barriers,
+)
 from pallas_verify._jax_compat.bounds import checked_bounds as checked_bounds
 from pallas_verify._jax_compat.deadlock import DeadlockError as DeadlockError
 from pallas_verify._jax_compat.deadlock import deadlock_watch as deadlock_watch
 from pallas_verify._jax_compat.devices import abstract_mesh_of as abstract_mesh_of
+from pallas_verify._jax_compat.errors import ASYNC_ORDER_MARKER as ASYNC_ORDER_MARKER
 from pallas_verify._jax_compat.errors import DEADLOCK_MARKER as DEADLOCK_MARKER
 from pallas_verify._jax_compat.errors import LIMITATIONS as LIMITATIONS
 from pallas_verify._jax_compat.errors import RACE_MARKER as RACE_MARKER
 from pallas_verify._jax_compat.errors import REVISIT_ANY_DECLARED as REVISIT_ANY_DECLARED
 from pallas_verify._jax_compat.errors import Limitation as Limitation
+from pallas_verify._jax_compat.errors import (
+    allocates_hbm_in_run_scoped as allocates_hbm_in_run_scoped,
+)
 from pallas_verify._jax_compat.errors import error_info as error_info
 from pallas_verify._jax_compat.errors import error_kind as error_kind
 from pallas_verify._jax_compat.errors import semaphore_leaks as semaphore_leaks
@@ -21,11 +28,14 @@ from pallas_verify._jax_compat.errors import upstream_limitation as upstream_lim
 from pallas_verify._jax_compat.frames import Frame as Frame
 from pallas_verify._jax_compat.frames import operation_site as operation_site
 from pallas_verify._jax_compat.frames import upstream_frame as upstream_frame
+from pallas_verify._jax_compat.gpu import default_core_count as default_core_count
+from pallas_verify._jax_compat.gpu import gpu_device_facts as gpu_device_facts
 from pallas_verify._jax_compat.interpret import RACE_LOGGERS as RACE_LOGGERS
 from pallas_verify._jax_compat.interpret import capture_logs as capture_logs
 from pallas_verify._jax_compat.interpret import force_interpret as force_interpret
 from pallas_verify._jax_compat.interpret import reset_interpreters as reset_interpreters
 from pallas_verify._jax_compat.interpret import tpu_target as tpu_target
+from pallas_verify._jax_compat.invariants import grid_invariant_errors as grid_invariant_errors
 from pallas_verify._jax_compat.knobs import RERUNS as RERUNS
 from pallas_verify._jax_compat.knobs import SKIPPED_CHECKS as SKIPPED_CHECKS
 from pallas_verify._jax_compat.knobs import rerun_kinds as rerun_kinds
@@ -38,14 +48,17 @@ from pallas_verify._jax_compat.tracing import call_name as call_name
 from pallas_verify._jax_compat.tracing import equations as equations
 from pallas_verify._jax_compat.tracing import evaluate as evaluate
 from pallas_verify._jax_compat.tracing import grid_mapping as grid_mapping
+from pallas_verify._jax_compat.tracing import grid_mapping_class as grid_mapping_class
 from pallas_verify._jax_compat.tracing import index_map_function as index_map_function
 from pallas_verify._jax_compat.tracing import is_kernel as is_kernel
 from pallas_verify._jax_compat.tracing import kernel_params as kernel_params
 from pallas_verify._jax_compat.tracing import kernel_site as kernel_site
 from pallas_verify._jax_compat.tracing import sub_jaxprs as sub_jaxprs
 from pallas_verify._jax_compat.tracing import written_refs as written_refs
+from pallas_verify._jax_compat.wgmma import wgmma_read_before_wait as wgmma_read_before_wait
 
 __all__ = [
+    "ASYNC_ORDER_MARKER",
     "DEADLOCK_MARKER",
     "GRIDLESS_KERNELS",
     "LIMITATIONS",
@@ -60,23 +73,29 @@ __all__ = [
     "GridMapping",
     "Limitation",
     "abstract_mesh_of",
+    "allocates_hbm_in_run_scoped",
     "bind",
     "call_body",
     "call_name",
     "capture_logs",
     "checked_bounds",
     "deadlock_watch",
+    "default_core_count",
     "equations",
     "error_info",
     "error_kind",
     "evaluate",
     "force_interpret",
+    "gpu_device_facts",
+    "grid_invariant_errors",
     "grid_mapping",
+    "grid_mapping_class",
     "index_map_function",
     "is_kernel",
     "kernel_params",
     "kernel_site",
     "operation_site",
+    "read_and_written_without_auto_barriers",
     "rerun_kinds",
     "reset_interpreters",
     "semaphore_leaks",
@@ -84,5 +103,6 @@ __all__ = [
     "tpu_target",
     "upstream_frame",
     "upstream_limitation",
+    "wgmma_read_before_wait",
     "written_refs",
 ]

@@ -9,11 +9,13 @@ import re
 from pallas_verify.case import ErrorInfo
 
 __all__ = [
+    "ASYNC_ORDER_MARKER",
     "DEADLOCK_MARKER",
     "LIMITATIONS",
     "RACE_MARKER",
     "REVISIT_ANY_DECLARED",
     "Limitation",
+    "allocates_hbm_in_run_scoped",
     "error_info",
     "error_kind",
     "semaphore_leaks",
@@ -26,6 +28,9 @@ DEADLOCK_MARKER = "DEADLOCK DETECTED"
 #: What TPU interpret mode's backend adds to a "Revisited block" error when the revisited
 #: output's BlockSpec declares ``pipeline_mode=pl.Buffered(..., revisit=pl.RevisitMode.ANY)``.
 REVISIT_ANY_DECLARED = "(its BlockSpec declares pipeline_mode=pl.Buffered(..., revisit=pl.RevisitMode.ANY))"
+#: What gpu_interpret puts in the error of a case whose kernel uses the result of an
+#: asynchronous operation (a WGMMA) before the wait that completes it (wgmma.py).
+ASYNC_ORDER_MARKER = "ASYNC RESULT USED BEFORE ITS WAIT"
 
 # An interpreter callback failure is a JaxRuntimeError whose text embeds the real
 # exception: "INTERNAL: CpuCallback error calling callback: Traceback ... \nType: msg".
@@ -159,11 +164,21 @@ def upstream_limitation(error: ErrorInfo | None, *, backend: str, transform: str
 _ERROR_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(DEADLOCK_MARKER), "deadlock"),
     (re.compile(RACE_MARKER), "race"),
+    (re.compile(ASYNC_ORDER_MARKER), "dma_ordering"),
     (re.compile(r"Out-of-bounds|Out of bound|out of bounds", re.IGNORECASE), "out_of_bounds"),
     (re.compile(r"Revisited block"), "revisit"),
 )
 # TPU interpret mode prints this at kernel exit for a DMA or signal never waited (eager DMAs).
 _SEMAPHORE_LEAK = re.compile(r"^Semaphore .* has non-zero count.*$", re.MULTILINE)
+
+
+# TPU interpret mode's error for pl.run_scoped(pltpu.HBM(...)) unless the params allow it.
+_HBM_IN_RUN_SCOPED = "Cannot allocate HBM in `run_scoped`"
+
+
+def allocates_hbm_in_run_scoped(error: ErrorInfo | None) -> bool:
+    """Whether a TPU interpret run failed because the kernel allocates HBM in run_scoped."""
+    return error is not None and _HBM_IN_RUN_SCOPED in error.message
 
 
 def error_kind(message: str) -> str | None:

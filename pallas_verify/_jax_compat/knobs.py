@@ -7,7 +7,8 @@ to specific parts of a kernel only (``interpret_pallas_call.py``):
 - ``dma_execution_mode`` changes when explicit DMAs (``dma_start``: async copies, remote
   copies, ``emit_pipeline``) complete; without one, nothing depends on it.
 - ``random_seed`` permutes, and ``num_cores_or_threads`` splits, the "parallel" grid
-  dimensions only ("core_parallel" and "subcore_parallel" run as arbitrary).
+  dimensions only ("core_parallel" and "subcore_parallel" run as arbitrary): the grid-order
+  rerun, and the races-only rerun on two cores, need one of more than one step.
 - ``uninitialized_memory`` fills scratch buffers, ``run_scoped`` allocations, the padding
   of blocks that overhang their array, and output elements nothing writes. The last are
   seen by the base run itself (a NaN fill where the reference is finite is a mismatch),
@@ -24,15 +25,16 @@ from typing import Any
 
 from pallas_verify._jax_compat.tracing import equations, grid_mapping, is_kernel
 
-__all__ = ["DMA", "FILL", "GRID_ORDER", "RERUNS", "SKIPPED_CHECKS", "rerun_kinds"]
+__all__ = ["DMA", "FILL", "GRID_ORDER", "RACE", "RERUNS", "SKIPPED_CHECKS", "rerun_kinds"]
 
 # The metamorphic reruns, named by the finding kind each can show.
-FILL, DMA, GRID_ORDER = "uninitialized_read", "dma_ordering", "grid_order"
+FILL, DMA, GRID_ORDER, RACE = "uninitialized_read", "dma_ordering", "grid_order", "race"
 #: Each rerun, with why a kernel that lacks what it varies is not rerun.
 RERUNS: dict[str, str] = {
     FILL: "no scratch buffer, run_scoped allocation or block overhanging its array",
     DMA: "no explicit DMA (dma_start)",
     GRID_ORDER: "no 'parallel' grid dimension of more than one step",
+    RACE: "no 'parallel' grid dimension of more than one step to split over two cores",
 }
 _ALL = frozenset(RERUNS)
 #: Checks of a run itself that a backend leaves out where nothing can trip them, and why.
@@ -75,7 +77,7 @@ def _kernel_knobs(eqn: Any) -> frozenset[str]:
     if "dma_start" in primitives:
         knobs.add(DMA)
     if parallel:
-        knobs.add(GRID_ORDER)
+        knobs |= {GRID_ORDER, RACE}  # its order matters, and two cores can race on it
     if scratch or padded or "run_scoped" in primitives:
         knobs.add(FILL)
     return frozenset(knobs)

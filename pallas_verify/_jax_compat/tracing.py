@@ -23,6 +23,7 @@ __all__ = [
     "equations",
     "evaluate",
     "grid_mapping",
+    "grid_mapping_class",
     "index_map_function",
     "is_kernel",
     "kernel_site",
@@ -189,6 +190,13 @@ def call_name(eqn: Any) -> str:
     bodies = [eqn.params.get("jaxpr"), *(j for j, _ in sub_jaxprs(eqn))]
     names = [getattr(getattr(b, "debug_info", None), "func_name", None) for b in bodies]
     return next((n for n in names if n), None) or eqn.params.get("name") or eqn.primitive.name
+
+
+def grid_mapping_class() -> type:
+    """jax's own GridMapping class (for introspecting its fields)."""
+    from jax._src.pallas import core
+
+    return core.GridMapping
 
 
 def grid_mapping(eqn: Any) -> GridMapping:

@@ -11,8 +11,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 from pallas_verify import _jax_compat
+from pallas_verify.backends import schedule
 from pallas_verify.backends.execute import execute, jitted
-from pallas_verify.case import Case, Outcome
+from pallas_verify.backends.families import GPU_TARGETS
+from pallas_verify.case import Case, ErrorInfo, Outcome
 from pallas_verify.keys import Lru, shapes_key
 
 __all__ = ["GpuInterpret", "HloInterpret", "TpuInterpret", "interpreter_backends", "trace_context"]
@@ -82,16 +84,27 @@ class TpuInterpret:
         tiled allocation are. The padding holds the ``uninitialized_memory`` fill, so the
         NaN-vs-zero rerun still shows padding that leaks into an output. A mode may pin
         ``buffer_bounds="logical"``. Race detection runs only where something can race
-        (``races_possible``): it is most of a run's cost."""
+        (``races_possible``): it is most of a run's cost.
+
+        A kernel that allocates HBM in ``run_scoped`` (which a real TPU does not support)
+        runs again with ``allow_hbm_allocation_in_run_scoped=True``, only so that its
+        outputs are still judged; the outcome fails saying it cannot run on a TPU."""
+        outcome = self._run(case, case.mode)
+        if _jax_compat.allocates_hbm_in_run_scoped(outcome.error) and "allow_hbm_allocation_in_run_scoped" not in case.mode:
+            return _hbm_in_run_scoped(outcome, self._run(case, {**case.mode, "allow_hbm_allocation_in_run_scoped": True}))
+        return outcome
+
+    def _run(self, case: Case, mode: Mapping[str, Any]) -> Outcome:
         from jax.experimental.pallas import tpu as pltpu
 
-        with _jax_compat.tpu_target(), _jax_compat.deadlock_watch():  # a deadlock ends the run as `deadlock`
+        with _jax_compat.tpu_target(), _jax_compat.deadlock_watch(), schedule.recording() as ran:
             kinds = rerun_kinds(case)
-            skipped = ("race",) if case.mode.get("detect_races") and not races_possible(kinds, case.mode) else ()
-            mode = {**case.mode, **({"detect_races": False} if skipped else {})}
-            params = pltpu.InterpretParams(**{**_TPU_DEFAULTS, **mode})
-            outcome = _in_kernel_terms(case, _with_declared_revisit(case, execute(case, params)))
-            return dataclasses.replace(outcome, reruns=kinds, skipped=skipped)
+            skipped = ("race",) if mode.get("detect_races") and not races_possible(kinds, mode) else ()
+            mode = {**mode, **({"detect_races": False} if skipped else {})}
+            params = pltpu.InterpretParams(**{**_TPU_DEFAULTS, "grid_point_recorder": schedule.RECORDER, **mode})
+            outcome = execute(case, params)  # a deadlock ends the run as `deadlock`
+        outcome = _in_kernel_terms(case, _with_declared_revisit(case, outcome))
+        return dataclasses.replace(outcome, reruns=kinds, skipped=skipped, schedule=tuple(ran))
 
     def interpret_source(self, mode: Mapping[str, Any]) -> str:
         """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers)."""
@@ -115,11 +128,34 @@ class TpuInterpret:
         other = {knob: _other_choice(knob, mode) for knob in ("uninitialized_memory", "dma_execution_mode")}
         seed = (mode.get("random_seed") or 0) + 1
         cores = 1 if mode.get("num_cores_or_threads", 1) > 1 else 2
-        return [
+        reruns = [
             ("uninitialized_read", {**quiet, "uninitialized_memory": other["uninitialized_memory"]}),
             ("dma_ordering", {**quiet, "dma_execution_mode": other["dma_execution_mode"]}),
             ("grid_order", {**quiet, "random_seed": seed, "num_cores_or_threads": cores}),
         ]
+        if not (mode.get("detect_races") and mode.get("num_cores_or_threads", 1) > 1):
+            # The base run looked for no race between cores: a races-only rerun does, on 2
+            # cores in another grid order, with floating-point ops skipped (its outputs are
+            # not compared, only its race reports count; see oracles.metamorphic).
+            reruns.append(("race", {**mode, **RACES_ONLY, "random_seed": seed}))
+        return reruns
+
+
+#: The mode of a races-only rerun (over the base mode): race detection on 2 cores, every
+#: floating-point op skipped (TPU interpret mode then computes no float values at all).
+RACES_ONLY: dict[str, Any] = {"detect_races": True, "num_cores_or_threads": 2, "skip_floating_point_ops": True}
+
+
+def _hbm_in_run_scoped(refused: Outcome, allowed: Outcome) -> Outcome:
+    """A kernel that allocates HBM in run_scoped: the outcome of the run that allowed it
+    (its outputs are still judged), failing with why it cannot run on a real TPU."""
+    assert refused.error is not None
+    ran = "runs" if allowed.error is None else f"fails there too ({allowed.error.summary()})"
+    message = (f"the kernel allocates HBM in pl.run_scoped, which Pallas does not support on a real TPU "
+               f"({refused.error.message}); TPU interpret mode with allow_hbm_allocation_in_run_scoped=True {ran}. "
+               "Allocate the buffer as a pallas_call operand or scratch in VMEM instead")
+    return dataclasses.replace(allowed, error=ErrorInfo(type="UnsupportedOnTpu", message=message,
+                                                        traceback=refused.error.traceback))
 
 
 def _in_kernel_terms(case: Case, outcome: Outcome) -> Outcome:
@@ -206,9 +242,22 @@ def _other_choice(knob: str, mode: Mapping[str, Any]) -> str:
     return choices[(choices.index(current) + 1) % len(choices)]
 
 
+# SM counts GPU interpret mode simulates (mode key "sm_count", the ``core_count`` a kernel
+# reads from its device), cheapest first: 2 and 3 make each block of a persistent kernel
+# loop over several tiles at sizes cheap to interpret (no GPU has so few SMs, but a kernel
+# must be right for any count its clusters fit in; 2 fits a 2-CTA cluster), 16 is an H100
+# MIG 1g slice, then the whole H100 and B200.
+SM_COUNTS: tuple[int, ...] = (2, 3, 16, *(t.core_count for t in GPU_TARGETS if t.accelerated))
+
+
 @dataclasses.dataclass(frozen=True)
 class GpuInterpret:
-    """GPU interpret mode (``plgpu.kernel``-style kernels), with race detection on."""
+    """GPU interpret mode (``plgpu.kernel``-style kernels), with race detection on.
+
+    Its mode is ``plgpu.InterpretGPUParams`` keyword arguments plus ``sm_count``: the
+    number of SMs the simulated GPU has, which CPU devices report as ``core_count`` while
+    the case runs (jax's Mosaic GPU kernels size their grid by it).
+    """
 
     name: str = "gpu_interpret"
     platforms: frozenset[str] = frozenset({"gpu"})
@@ -221,16 +270,23 @@ class GpuInterpret:
     def modes(self) -> st.SearchStrategy[Mapping[str, Any]]:
         from strategies import gpu_interpret_modes
 
-        return gpu_interpret_modes()
+        return st.tuples(gpu_interpret_modes(), st.sampled_from(SM_COUNTS)).map(
+            lambda drawn: {**drawn[0], "sm_count": drawn[1]})
 
     def run(self, case: Case) -> Outcome:
         from jax.experimental.pallas import mosaic_gpu as plgpu
 
-        return execute(case, plgpu.InterpretGPUParams(**case.mode))
+        params = {k: v for k, v in case.mode.items() if k != "sm_count"}
+        with _jax_compat.gpu_device_facts(core_count=case.mode.get("sm_count")):
+            hazard = _program_order(case)
+            if hazard is not None:
+                return Outcome(error=ErrorInfo(type=hazard[0], message=hazard[1]))
+            return execute(case, plgpu.InterpretGPUParams(**params))
 
     def interpret_source(self, mode: Mapping[str, Any]) -> str:
-        """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers)."""
-        return f"plgpu.InterpretGPUParams(**{dict(mode)!r})"
+        """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers; the
+        simulated GPU's SM count, ``sm_count``, is not an interpret param)."""
+        return f"plgpu.InterpretGPUParams(**{ {k: v for k, v in mode.items() if k != 'sm_count'}!r})"
 
     def witness_mode(self) -> dict[str, Any]:
         """The mode it witnesses another backend's upstream limitation in: races detected."""
@@ -238,6 +294,32 @@ class GpuInterpret:
 
     def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         return []
+
+
+def _program_order(case: Case) -> tuple[str, str] | None:
+    """What GPU interpret mode cannot see for itself, read from the kernel's program order,
+    as (error type, message): a WGMMA accumulator read before any wait on its MMA (the
+    interpreter runs WGMMA synchronously; ``dma_ordering``), or a ref one thread reads and
+    writes in a kernel that turned Mosaic GPU's automatic barriers off (the interpreter runs
+    a warpgroup as one thread; ``race``). None when the kernel cannot be traced here (the
+    run reports that). A shrink reruns the same kernel on the same shapes many times: the
+    answer is kept per (jitted kernel, input shapes, SM count)."""
+    fn = jitted(case)
+    key = (fn, shapes_key(case.inputs), case.mode.get("sm_count"))
+    if key not in _ASYNC_ORDER:
+        try:
+            traced = fn.trace(*case.inputs)
+        except Exception:  # the kernel's own failure: execute reports it
+            return None
+        wgmma = _jax_compat.wgmma_read_before_wait(traced.jaxpr)
+        barriers = _jax_compat.read_and_written_without_auto_barriers(traced.jaxpr)
+        _ASYNC_ORDER.put(key, ("AsyncOrderError", f"{_jax_compat.ASYNC_ORDER_MARKER}: {wgmma}") if wgmma else
+                         ("RaceError", f"{_jax_compat.RACE_MARKER} (unsafe_no_auto_barriers): {barriers}")
+                         if barriers else None)
+    return _ASYNC_ORDER.get(key)
+
+
+_ASYNC_ORDER: Lru[tuple[Any, ...], tuple[str, str] | None] = Lru(maxsize=256)
 
 
 def interpreter_backends() -> list[Any]:

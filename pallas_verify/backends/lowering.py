@@ -17,6 +17,7 @@ the bare ``AssertionError`` or ``ValueError`` jax raises.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import time
@@ -72,7 +73,7 @@ def compile_case(case: Case, *, family: str, target: str) -> tuple[Outcome, Any]
     mesh, abstract_mesh = _mesh(family, target)
     args = _abstract_args(case.inputs, mesh)
     fn = bound(case)
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, _device_facts(family, target):
         warnings.simplefilter("always")
         try:
             with _use(abstract_mesh):
@@ -139,6 +140,15 @@ def _error_info(error: BaseException) -> ErrorInfo:
 def _failed(error: ErrorInfo, start: float, *, diagnostics: str = "", compiled_only: bool = False) -> Outcome:
     return Outcome(error=error, seconds=time.perf_counter() - start, diagnostics=diagnostics,
                    compiled_only=compiled_only)
+
+
+def _device_facts(family: str, target: str) -> Any:
+    """What a GPU kernel reads from its device while it is traced for ``target`` (its SM
+    count: jax's Mosaic GPU kernels size their grid by it), supplied by the CPU devices."""
+    chip = next(t for t in families.family(family).targets if t.name == target)
+    if not isinstance(chip, families.GpuTarget):
+        return contextlib.nullcontext()
+    return _jax_compat.gpu_device_facts(core_count=chip.core_count)
 
 
 def _pin_mosaic_gpu_arch(family: str, target: str) -> None:

@@ -13,7 +13,8 @@ seen so far (``caselimit``).
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from pallas_verify import choices
 from pallas_verify.case import Case, ErrorInfo, Outcome
@@ -45,7 +46,8 @@ class Sandbox:
     """Runs the cases of the spec named ``spec_ref`` (None: it has no reference a worker
     could load) on any backend, under the ``isolate`` policy (module docstring)."""
 
-    def __init__(self, name: str, spec_ref: str | None, *, timeout_s: float, isolate: str) -> None:
+    def __init__(self, name: str, spec_ref: str | None, *, timeout_s: float, isolate: str,
+                 seen: Callable[[Case, Outcome], Any] | None = None) -> None:
         if isolate not in ISOLATE:
             raise InvalidArgument(f"isolate={isolate!r} must be one of {ISOLATE}.")
         if isolate == "always" and spec_ref is None:
@@ -55,6 +57,7 @@ class Sandbox:
             )
         self.name, self.spec_ref, self.timeout_s, self.isolate = name, spec_ref, timeout_s, isolate
         self.limit = CaseLimit(ceiling=timeout_s)
+        self._seen = seen  # hears of every outcome collected (the runner counts grid schedules)
         self._workers: dict[str, Worker] = {}
 
     def isolated(self, backend: Backend | None = None) -> bool:
@@ -88,6 +91,12 @@ class Sandbox:
 
     def collect(self, running: Running) -> Outcome:
         """The Outcome of a submitted case."""
+        outcome = self._collect(running)
+        if self._seen is not None:
+            self._seen(running.case, outcome)
+        return outcome
+
+    def _collect(self, running: Running) -> Outcome:
         if running.outcome is not None:
             return running.outcome
         if running.worker is None or running.pending is None:

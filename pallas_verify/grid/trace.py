@@ -319,7 +319,8 @@ def grid_mappings(
     are skipped with a reason).
     """
     avals = [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in inputs]
-    closed = jax.make_jaxpr(lambda *xs: kernel(*xs, **config))(*avals)
+    with _jax_compat.gpu_device_facts():  # a GPU kernel may size its grid by the SM count
+        closed = jax.make_jaxpr(lambda *xs: kernel(*xs, **config))(*avals)
     calls = _Walker(evaluate=False).top(closed, None)
     concrete = not any(isinstance(x, jax.ShapeDtypeStruct) for x in inputs)
     if concrete and any(c.needs_prefetch for c in calls):

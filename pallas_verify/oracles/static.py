@@ -44,11 +44,13 @@ class StaticResult:
 def _static_issues(spec: KernelSpec, request: Mapping[str, Any]) -> list[Any]:
     from pallas_verify.backends.interpreters import trace_context
     from pallas_verify.grid import check
+    from pallas_verify.grid.invariants import invariant_issues
     from pallas_verify.grid.tiling import tiling_issues
 
     with trace_context(spec.platforms):  # the device context the backends trace under
         calls = check.grid_mappings(spec.kernel, request["inputs"], request["config"])
-        return [issue for call in calls for issue in check.check_call(call)] + tiling_issues(spec, calls)
+        return [*(issue for call in calls for issue in check.check_call(call)), *tiling_issues(spec, calls),
+                *invariant_issues(spec.kernel, request["inputs"], request["config"])]
 
 
 def _blame(spec: KernelSpec, request: Mapping[str, Any]) -> Any:
@@ -166,7 +168,8 @@ def blame_finding(finding: Finding, spec: KernelSpec, inputs: Sequence[np.ndarra
     first = answer.outputs[0]
     evidence = {**finding.evidence, "blame": {
         "messages": lines, "output": first.output, "block_shape": first.block_shape,
-        "block_errors": first.block_max_error, "block_bad_count": first.block_bad_count}}
+        "block_errors": first.block_max_error, "block_bad_count": first.block_bad_count,
+        "writers": [[list(b), [list(p) for p in points]] for b, points in first.writers]}}
     return dataclasses.replace(finding, message=finding.message + "\n" + "\n".join(lines), evidence=evidence)
 
 

@@ -13,10 +13,13 @@ import importlib
 from pallas_verify.findings import FINDING_KINDS
 from pallas_verify.spec import KernelSpec
 
-__all__ = ["MODULES", "Mutant", "mutants"]
+__all__ = ["GPU_MODULES", "MODULES", "Mutant", "gpu_mutants", "mutants"]
 
-#: The modules of this package that define ``MUTANTS``, in catalog order.
+#: The modules of this package that define ``MUTANTS``, in catalog order: TPU-style
+#: kernels (pallas_call), found on the interpreters and TPU interpret mode.
 MODULES: tuple[str, ...] = ("grid", "accumulate", "memory", "dma", "backward", "tiles", "hazards", "precision", "masks")
+#: Mosaic GPU kernels (plgpu.kernel), found on gpu_interpret.
+GPU_MODULES: tuple[str, ...] = ("mosaic_gpu",)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -28,8 +31,8 @@ class Mutant:
       twin: the correct kernel it was derived from (same inputs, same reference).
       expects: finding kinds, at least one of which a verifier must report for ``spec``.
       bug: one sentence saying what is wrong, as a reviewer would put it.
-      exposed_by: the tpu_interpret mode knobs (plain data) under which the raw signal
-        shows; ``{}`` when any mode shows it.
+      exposed_by: the interpret mode knobs (plain data) under which the raw signal shows
+        (tpu_interpret's, or gpu_interpret's for ``GPU_MODULES``); ``{}`` when any mode shows it.
     """
 
     spec: KernelSpec
@@ -54,8 +57,17 @@ class Mutant:
 
 
 def mutants() -> list[Mutant]:
-    """Every mutant of the catalog, in module order."""
+    """Every mutant of the TPU-style catalog (``MODULES``), in module order."""
+    return _of(MODULES)
+
+
+def gpu_mutants() -> list[Mutant]:
+    """Every Mosaic GPU mutant (``GPU_MODULES``), in module order."""
+    return _of(GPU_MODULES)
+
+
+def _of(modules: tuple[str, ...]) -> list[Mutant]:
     found: list[Mutant] = []
-    for module in MODULES:
+    for module in modules:
         found.extend(importlib.import_module(f"{__name__}.{module}").MUTANTS)
     return found

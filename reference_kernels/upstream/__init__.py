@@ -14,34 +14,32 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pallas_verify as pv
 
-__all__ = ["JAX_TESTS_MODULES", "MODULES", "NOT_WRAPPED", "jax_tests", "shipped", "upstream"]
+__all__ = ["JAX_TESTS_MODULES", "MODULES", "NOT_WRAPPED", "jax_tests", "shipped", "specs_of_module", "upstream"]
 
 MODULES: tuple[str, ...] = (
     "tpu_ops", "tpu_splash", "tpu_ragged", "tpu_prng", "tpu_collective", "gpu_ops", "gpu_decode",
-    "gpu_mgpu",
+    "gpu_mgpu", "gpu_mgpu_persistent", "gpu_mgpu_compiled",
 )
 #: Kernels adapted from jax's tests/pallas (spec names ``jaxtests_*``).
 JAX_TESTS_MODULES: tuple[str, ...] = ("tests_tpu_pipeline", "tests_tpu_dma", "tests_tpu_ops", "tests_gpu")
 
-_SM_COUNT = ("reads the SM count from the device (`core_count`), which CPU devices lack: "
-             "AttributeError before any kernel runs (jax 0.12.0.1)")
-
 #: Kernel modules of ``jax.experimental.pallas.ops`` with no wrapper, and why (measured
-#: on jax 0.12.0.1 on a CPU-only host).
+#: on jax 0.12.0.1 on a CPU-only host). The Mosaic GPU collectives need semaphores, which
+#: GPU interpret mode cannot allocate (``mgpu_gaps.semaphore_scratch`` reproduces it with
+#: plain JAX), and several GPUs, while the compile backends compile for one.
 NOT_WRAPPED: dict[str, str] = {
-    "gpu.attention_mgpu": "GPU interpret mode cannot lower its WGMMA pipeline (ValueError: Cannot "
-                          "lower jaxpr with effects: ... _WGMMAPipelineEffect); the HLO interpreter "
-                          "rejects it too (NotImplementedError: run_scoped interpret rule does not "
-                          "support collective axes)",
-    "gpu.blackwell_matmul_mgpu": "GPU interpret mode does not support `inline_mgpu` (ValueError)",
-    "gpu.blackwell_ragged_dot_mgpu": _SM_COUNT,
-    "gpu.hopper_matmul_mgpu": _SM_COUNT + "; given the count it runs in GPU interpret mode",
-    "gpu.hopper_mixed_type_matmul_mgpu": _SM_COUNT,
-    "gpu.transposed_ragged_dot_mgpu": _SM_COUNT,
-    "gpu.all_gather_mgpu": "multi-GPU multimem collective: not yet tried on the interpreters",
-    "gpu.reduce_scatter_mgpu": "multi-GPU multimem collective: not yet tried on the interpreters",
-    "gpu.collective_matmul_mgpu": "multi-GPU collective matmul built on hopper_matmul_mgpu: "
-                                  "not yet tried on the interpreters",
+    "gpu.all_gather_mgpu": "multimem all-gather over several GPUs: GPU interpret mode cannot allocate its "
+                           "REGULAR semaphore (NotImplementedError: nan + semaphore; measured on 4 host devices "
+                           "under shard_map; reproducer: mgpu_gaps.semaphore_scratch); the compile backends "
+                           "compile for one GPU",
+    "gpu.reduce_scatter_mgpu": "multimem reduce-scatter over several GPUs: GPU interpret mode cannot allocate its "
+                               "REGULAR semaphore (NotImplementedError: nan + semaphore; measured on 4 host devices "
+                               "under shard_map; reproducer: mgpu_gaps.semaphore_scratch); the compile backends "
+                               "compile for one GPU",
+    "gpu.collective_matmul_mgpu": "all-gather matmul over several GPUs signalling remote semaphores: GPU interpret "
+                                  "mode cannot lower them (ValueError: Cannot lower jaxpr with effects: {IOEffect, "
+                                  "NamedAxisEffect, SemaphoreEffect}, measured on 4 host devices under shard_map); "
+                                  "the compile backends compile for one GPU",
 }
 
 
@@ -53,6 +51,13 @@ def shipped() -> list[pv.KernelSpec]:
 def jax_tests() -> list[pv.KernelSpec]:
     """Every kernel adapted from jax's tests/pallas, TPU kernels first."""
     return _specs(JAX_TESTS_MODULES)
+
+
+def specs_of_module(name: str) -> list[pv.KernelSpec]:
+    """The KernelSpecs of one wrapper module (a name of ``MODULES``)."""
+    from reference_kernels import specs_of
+
+    return specs_of(f"{__name__}.{name}")
 
 
 def upstream() -> list[pv.KernelSpec]:

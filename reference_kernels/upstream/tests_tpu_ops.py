@@ -179,9 +179,10 @@ JT_SWITCH = pv.KernelSpec(
 
 
 def while_count(limits: jax.Array, x: jax.Array) -> jax.Array:
-    """Per row ``r``: ``x[r]`` plus one for each trip of a ``while_loop`` that runs
-    ``limits[r]`` times (the trip count is read from SMEM at run time)."""
-    rows, cols = x.shape
+    """Per row block ``r``: ``x[r]`` plus one for each trip of a ``while_loop`` that runs
+    ``limits[r]`` times (the trip count is read from SMEM at run time). Each step's block
+    is one (8, 128) tile of a leading row axis that is squeezed away, as Mosaic TPU takes it."""
+    rows, sublanes, cols = x.shape
 
     def body(limits_ref, x_ref, o_ref):
         limit = limits_ref[pl.program_id(0)]
@@ -193,12 +194,11 @@ def while_count(limits: jax.Array, x: jax.Array) -> jax.Array:
 
         jax.lax.while_loop(lambda i: i < limit, step, 0)
 
+    block = pl.BlockSpec((None, sublanes, cols), lambda r, limits: (r, 0, 0))
     return pl.pallas_call(
         body,
-        grid_spec=pltpu.PrefetchScalarGridSpec(
-            num_scalar_prefetch=1, grid=(rows,),
-            in_specs=[pl.BlockSpec((None, cols), lambda r, limits: (r, 0))],
-            out_specs=pl.BlockSpec((None, cols), lambda r, limits: (r, 0))),
+        grid_spec=pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=(rows,), in_specs=[block],
+                                               out_specs=block),
         out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
     )(limits, x)
 
@@ -206,9 +206,9 @@ def while_count(limits: jax.Array, x: jax.Array) -> jax.Array:
 JT_WHILE_COUNT = pv.KernelSpec(
     name="jaxtests_while_count",
     kernel=without(while_count, "rows"),
-    reference=without(lambda limits, x: x + limits[:, None].astype(x.dtype), "rows"),
+    reference=without(lambda limits, x: x + limits[:, None, None].astype(x.dtype), "rows"),
     configs=st.fixed_dictionaries({"rows": st.integers(1, 4)}),
     inputs=lambda c: st.tuples(st.lists(st.integers(0, 5), min_size=c["rows"], max_size=c["rows"]).map(
-        functools.partial(np.asarray, dtype=np.int32)), pvs.arrays(shape=(c["rows"], 128), dtype="int32")),
+        functools.partial(np.asarray, dtype=np.int32)), pvs.arrays(shape=(c["rows"], 8, 128), dtype="int32")),
     features=("while_loop", "data_dependent_trip_count", "scalar_prefetch", *_FEATURES),
 )

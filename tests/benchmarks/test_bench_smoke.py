@@ -202,3 +202,16 @@ def test_faults_section_stages_faults_and_says_what_survived_and_what_each_cost(
         assert row["checks"]["refused_with_exit_2"] and row["checks"]["no_orphan"]
     text = table.render({"faults_survived": 2, "faults": result})
     assert "faults survived" in text and "out_dev_null  survived" in text
+
+
+def test_races_only_structure() -> None:
+    from benchmarks import races_only
+
+    result = races_only.races_only(repeats=1, cases=races_only.CASES[:1])
+    assert _positive(result["races_only_speedup"])
+    case = result["per_case"]["matmul_f32"]
+    assert case["platform"] == "tpu"
+    for timing in (case["cold"], case["warm"]):
+        assert _positive(timing["full_s"]) and _positive(timing["races_only_s"]) and _positive(timing["speedup"])
+    assert result["races_agree"] is True
+    assert "races-only rerun" in table.render({"races_only": result, **result})

@@ -15,6 +15,7 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 from jax.experimental.pallas import tpu as pltpu
 
 import pallas_verify as pv
+from pallas_verify import _jax_compat
 from pallas_verify.oracles.differential import compare_outputs
 from pallas_verify.reference import Truth, spec_truth
 
@@ -74,13 +75,13 @@ def minimal_example(spec: pv.KernelSpec) -> tuple[dict, tuple]:
 @contextlib.contextmanager
 def forced(interpreter: Interpreter) -> Iterator[None]:
     """Force ``interpreter`` for every pallas_call traced inside; clean up after errors."""
+    # A GPU kernel may size its grid by the SM count: the CPU devices report 2 SMs, the
+    # cheapest count GPU interpret mode draws.
     try:
-        with pltpu.force_tpu_interpret_mode(interpreter.mode()):
+        with pltpu.force_tpu_interpret_mode(interpreter.mode()), _jax_compat.gpu_device_facts(core_count=2):
             yield
     except BaseException:
-        with contextlib.suppress(Exception):
-            jax.effects_barrier()
-        pltpu.reset_tpu_interpret_mode_state()
+        _jax_compat.reset_interpreters()  # TPU and GPU interpret mode: a stale GPU state hangs the next run
         raise
 
 

@@ -53,8 +53,15 @@ def test_upstream_kernel_matches_reference(spec, interp, data):
                    ground_truth(spec, config, inputs))
 
 
+# Failures raised inside one warp's thread, after which GPU interpret mode may wait forever
+# on the others: tests/catalog/test_mgpu_gaps.py reproduces them in a child process.
+MAY_HANG = {("upstream_gpu_blackwell_ragged_dot_mgpu", "gpu_interpret")}
+
+
 @pytest.mark.parametrize(("spec", "interp"), _cases(supported=False))
 def test_upstream_declared_unsupported_really_fails(spec, interp):
+    if (spec.name, interp.backend) in MAY_HANG:
+        pytest.skip("may hang GPU interpret mode; test_mgpu_gaps.py reproduces it in a child process")
     if (reason := missing_devices(spec)) is not None:
         pytest.skip(reason)  # tests/catalog/test_upstream_collective.py runs it with 4 devices
     config, inputs = minimal_example(spec)

@@ -19,7 +19,7 @@ def _kinds(spec, config, *shapes):
 
 @pytest.mark.parametrize(("rows", "cols", "semantics", "expected"), [
     (16, 256, ("arbitrary", "arbitrary"), set()),  # whole blocks, sequential grid: nothing to vary
-    (16, 256, ("parallel", "arbitrary"), {"grid_order"}),  # two row blocks on a parallel axis
+    (16, 256, ("parallel", "arbitrary"), {"grid_order", "race"}),  # two row blocks: their order, two cores
     (8, 256, ("parallel", "arbitrary"), set()),  # a parallel axis of one step is no order
     (13, 256, ("arbitrary", "arbitrary"), {"uninitialized_read"}),  # the last row block overhangs
 ])

@@ -20,6 +20,7 @@ STRATEGIES = {
     "tpu_interpret_params": pvs.tpu_interpret_params(),
     "gpu_interpret_params": pvs.gpu_interpret_params(),
     "dma_execution_modes": pvs.dma_execution_modes(),
+    "mosaic_gpu_compiler_params": pvs.mosaic_gpu_compiler_params(grid_rank=2),
     "dtypes": pvs.dtypes(fp8=True),
     "arrays": pvs.arrays(shape=(512, 512), dtype="float32"),
     "tiled_configs": pvs.tiled_configs(axes={"m": "sublane", "n": "lane", "k": "lane"}),

@@ -1,0 +1,72 @@
+"""Device facts a Mosaic GPU kernel reads from jax, supplied on a host without a GPU
+(JAX 0.12 / jaxlib internals).
+
+jax's shipped Mosaic GPU kernels size their persistent grid by the SM count of the device
+they run on: ``jax.devices()[0].core_count``, ``jax.local_devices()[0].core_count`` or
+``jax.extend.backend.get_default_device().core_count``. A CPU device has no
+``core_count`` (``AttributeError`` before any kernel runs), so neither GPU interpret mode
+nor a deviceless Mosaic GPU compile could trace them. ``gpu_device_facts`` makes the CPU
+devices of this process report the SM count of the GPU being simulated or compiled for,
+for as long as it is active. Devices that have a real ``core_count`` (a GPU) keep theirs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["default_core_count", "gpu_device_facts"]
+
+_LOCK = threading.RLock()
+_MISSING = object()
+
+
+def _device_class() -> type:
+    import jax
+
+    return type(jax.devices()[0])
+
+
+def default_core_count() -> int:
+    """The SM count of an H100 SXM (132): what a trace that is not for one GPU assumes."""
+    from pallas_verify.backends.families import GPU_TARGETS
+
+    return next(t.core_count for t in GPU_TARGETS if t.name == "h100")
+
+
+@contextlib.contextmanager
+def gpu_device_facts(*, core_count: int | None = None) -> Iterator[None]:
+    """While active, every CPU device reports ``core_count`` streaming multiprocessors
+    (default ``default_core_count()``).
+
+    jaxlib's ``Device`` answers unknown attributes through ``__getattr__`` (a CPU device
+    has no ``core_count``); a property on the class is found first, so it answers for CPU
+    devices and defers to ``__getattr__`` for the others. Nests; the previous state is
+    restored on exit.
+    """
+    core_count = default_core_count() if core_count is None else core_count
+    if isinstance(core_count, bool) or not isinstance(core_count, int) or core_count < 1:
+        raise ValueError(f"core_count={core_count!r} must be a positive int (the GPU's SM count, e.g. 132).")
+    cls = _device_class()
+    getattr_ = cls.__getattr__ if hasattr(cls, "__getattr__") else None
+
+    def reported(device: Any) -> int:
+        if device.platform == "cpu":
+            return core_count
+        if getattr_ is None:
+            raise AttributeError("core_count")
+        return getattr_(device, "core_count")
+
+    with _LOCK:
+        saved = cls.__dict__.get("core_count", _MISSING)
+        cls.core_count = property(reported, doc="SM count supplied by pallas_verify for GPU interpret mode")
+    try:
+        yield
+    finally:
+        with _LOCK:
+            if saved is _MISSING:
+                del cls.core_count
+            else:
+                cls.core_count = saved
