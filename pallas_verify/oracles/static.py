@@ -14,7 +14,6 @@ findings come from tracing in-process, where only exceptions can be caught.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,7 +24,7 @@ from pallas_verify.execution.isolation import Pending, Worker
 from pallas_verify.findings import Finding
 from pallas_verify.spec import KernelSpec
 
-__all__ = ["StaticLedger", "StaticResult", "blame_finding", "serve_task", "start_static_check"]
+__all__ = ["StaticResult", "blame_finding", "serve_task", "start_static_check"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -171,48 +170,3 @@ def blame_finding(finding: Finding, spec: KernelSpec, inputs: Sequence[np.ndarra
         "block_errors": first.block_max_error, "block_bad_count": first.block_bad_count,
         "writers": [[list(b), [list(p) for p in points]] for b, points in first.writers]}}
     return dataclasses.replace(finding, message=finding.message + "\n" + "\n".join(lines), evidence=evidence)
-
-
-@dataclasses.dataclass
-class StaticLedger:
-    """The static check of a search's examples, run inline on each example's config and
-    untransformed inputs: one finding per kind, kept with the smallest example that
-    showed it, and the seconds and examples it took to see it first.
-
-    ``start_of`` starts the check itself (cached per config and input shapes by its
-    owner) and returns a function that waits for its findings: the engine starts it
-    before an example runs and takes the findings after, so a worker traces while
-    another runs the kernel. After a trace that hung or aborted, the rest are skipped
-    (each would hang again), and ``notes`` says so.
-    """
-
-    start_of: Callable[[Mapping[str, Any], tuple[np.ndarray, ...]], Callable[[], list[Finding]]]
-    notes: list[str]
-    started: float
-    found: dict[str, tuple[Finding, dict[str, Any], float, int]] = dataclasses.field(default_factory=dict)
-    stopped: bool = False
-
-    def start(self, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...], examples: int) -> Callable[[], None]:
-        """Start checking one example; the returned function records its findings."""
-        if self.stopped:
-            return lambda: None
-        findings = self.start_of(config, inputs)
-        return lambda: self._record(config, inputs, examples, findings())
-
-    def _record(self, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...], examples: int,
-                findings: list[Finding]) -> None:
-        for finding in findings:
-            example = {"config": dict(config), "inputs": inputs, "mode": {}}
-            first = self.found.get(finding.kind)
-            if first is None:
-                self.found[finding.kind] = (finding, example, time.perf_counter() - self.started, examples)
-            elif _size(inputs) < _size(first[1]["inputs"]):
-                self.found[finding.kind] = (finding, example, first[2], first[3])
-            if finding.kind in ("timeout", "crash") and not self.stopped:
-                self.stopped = True
-                self.notes.append(f"static check skipped after its first {finding.kind}: tracing the kernel for "
-                                  f"config {dict(config)} failed, and tracing again for each new config would only wait on it again")
-
-
-def _size(inputs: Sequence[np.ndarray]) -> int:
-    return sum(int(np.size(x)) for x in inputs)
