@@ -31,10 +31,10 @@ def _serve(read_fd: int, write_fd: int) -> None:
             continue
         try:
             spec = specs.get(request["spec"]) or specs.setdefault(request["spec"], load_spec(request["spec"]))
-            if "task" in request:  # tracing for the static check or blame (pallas_verify.oracles.static)
-                from pallas_verify.oracles.static import serve_task
+            if "task" in request:  # tracing for the static check or blame (pallas_verify.tracer)
+                from pallas_verify.grid.tasks import serve
 
-                outbox.send(serve_task(spec, request))
+                outbox.send(serve(spec, request))
                 continue
             case = Case(
                 spec=spec,

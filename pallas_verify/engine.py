@@ -101,7 +101,7 @@ def verify(
         progress.kernel(spec.name, len(runnable) * (1 + len(spec.transforms)), report.results)
     stop: Interrupted | None = None
     with Runner(spec, timeout_s=timeout_s, isolate=isolate) as runner:
-        grid = StaticLedger(runner.start_static, runner.static_notes, started) if static else None
+        grid = StaticLedger(runner.tracer.static, runner.tracer.notes, started) if static else None
         searches: list[Search] = []
 
         def early(finding: Finding, example: dict[str, Any], seconds: float, examples: int) -> None:
@@ -129,7 +129,6 @@ def verify(
                                           dataclasses.replace(result, grid_coverage=coverage.figure()))
                     if progress is not None:
                         progress.cell(report.results[-1], len(findings))
-                runner.forget_blame()  # the failing examples the searches did not report
                 runner.release(backend.name)
         except KeyboardInterrupt as exc:  # keep what finished; the rest is marked interrupted
             stop = _stopped(exc, spec, runnable, searches, runner, report, Path(out_dir))
@@ -138,8 +137,8 @@ def verify(
         notes = [*sorted(runner.references.notes), *runner.reruns.notes()]
         if notes:  # e.g. no float64 ground truth, reruns skipped: said once per spec, not a finding
             report.kernels[-1]["notes"] = notes
-        if runner.static_notes:  # parts of the static check that did not run, and why
-            report.kernels[-1]["static_skipped"] = list(runner.static_notes)
+        if runner.tracer.notes:  # parts of the static check that did not run, and why
+            report.kernels[-1]["static_skipped"] = list(runner.tracer.notes)
         if runner.upstream:  # JAX's failures (attribution): once per backend, with a plain-jax reproducer
             from pallas_verify.reports.upstream import upstream_entries
 
@@ -161,15 +160,17 @@ def verify(
 
 
 def _finish(found: list[tuple[Finding, dict[str, Any], float, int]], shrink_stopped: str | None, runner: Runner,
-            out_dir: Path, *, provisional: bool = False) -> list[Finding]:
-    """Findings with their (example, seconds and examples to detect), timed and with a
-    reproducer; ``provisional``: a first failing example, sent before shrinking (not blamed)."""
+            out_dir: Path, *, provisional: bool = False, blame: bool = True) -> list[Finding]:
+    """Findings with their (example, seconds and examples to detect), timed, blamed from
+    the inputs their example carries (``blame``; a search blames only the findings it
+    reports, not every failing example) and with a reproducer; ``provisional``: a first
+    failing example, sent before shrinking (not blamed)."""
     from pallas_verify.reports.reproduce import write_reproducer
 
     done = []
     for finding, example, seconds, examples in found:
-        if not provisional:
-            finding = runner.blamed(finding)  # blame only what is reported, not every failing example
+        if blame and not provisional:
+            finding = runner.blame(finding, example.get("blame", {}).get(finding.kind))
         evidence = {**finding.evidence, "examples_to_detect": examples}
         if provisional:
             evidence["provisional"] = "the first failing example, before shrinking"
@@ -218,13 +219,12 @@ def _stopped(exc: KeyboardInterrupt, spec: KernelSpec, runnable: list[Backend], 
     would trace the kernel again) and are ``fail``, or ``interrupted`` when they saw none;
     the backends not reached are ``interrupted``."""
     signame = signal_name(exc)
-    runner.forget_blame()
     done = {(r.backend, r.transform) for r in report.results}
     for search in (s for s in searches if (s.backend.name, s.transform) not in done):
         found = search.found or merge(list(reversed(search.seen.values())))  # the latest: the smallest yet
         stopped = search.shrink.stopped if search.done else f"interrupted by {signame}; the example may not be minimal"
         findings = _finish([(f, ex, *search.first_seen.get(f.kind, (0.0, 0))) for f, ex in found],
-                           stopped, runner, out_dir)
+                           stopped, runner, out_dir, blame=False)
         report.findings.extend(findings)
         report.results.append(unfinished(_result(spec, search.backend, findings, search), signame))
     started = {s.backend.name for s in searches}

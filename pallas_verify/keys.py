@@ -11,9 +11,12 @@ from __future__ import annotations
 import collections
 import hashlib
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 __all__ = ["Lru", "bound_key", "config_key", "example_key", "shapes_key"]
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 def config_key(config: Mapping[str, Any]) -> str:
     """A stable, hashable key for a config: its items sorted by name, as text."""
@@ -46,7 +49,7 @@ def bound_key(fn: Any, config: Mapping[str, Any], *more: Hashable) -> tuple[Hash
     return (fn, config_key(config), *more)
 
 
-class Lru[K: Hashable, V]:
+class Lru(Generic[K, V]):  # noqa: UP046  (no PEP 695 syntax: tools on Python 3.11 parse this package)
     """A bounded cache: at most ``maxsize`` entries, the least recently used evicted first.
 
     Attributes:

@@ -23,9 +23,10 @@ from pallas_verify.backends.base import Backend
 from pallas_verify.errors import InvalidSpec, brief
 from pallas_verify.findings import Finding
 from pallas_verify.keys import config_key, example_key
-from pallas_verify.runner import Runner, Unsupported
+from pallas_verify.runner import Runner, Unsupported, Verdict
 from pallas_verify.signatures import SameSignature
 from pallas_verify.spec import KernelSpec
+from pallas_verify.tracer import Traced
 
 if TYPE_CHECKING:
     from pallas_verify.reports.live import LiveProgress
@@ -102,10 +103,12 @@ class Search:
             self.shrink_steps += 1
         static = self.static.start(config, base, self.examples) if self.static is not None else None
         static_kinds = set(self.static.found) if self.static is not None else set()
+        verdict = Verdict([], {})
         try:
-            findings = self.runner.check(config, inputs, self.backend, mode, transform=self.transform, blame=False)
+            verdict = self.runner.judge(config, inputs, self.backend, mode, transform=self.transform)
         except Unsupported as exc:
             self.unsupported = str(exc)
+        findings = verdict.findings
         now = time.perf_counter() - self.kernel_started
         if static is not None:  # traced meanwhile where it has a worker of its own
             static()
@@ -122,7 +125,7 @@ class Search:
             self.passed.add(key)
         if findings:
             self.first_failure = self.first_failure or time.perf_counter()
-            example = {"config": config, "inputs": inputs, "mode": mode}
+            example = {"config": config, "inputs": inputs, "mode": mode, "blame": dict(verdict.blame)}
             for f in findings:
                 if f.kind not in self.first_seen:
                     self.first_seen[f.kind] = (now, self.examples)
@@ -214,14 +217,14 @@ class StaticLedger:
     untransformed inputs: one finding per kind, kept with the smallest example that
     showed it, and the seconds and examples it took to see it first.
 
-    ``start_of`` starts the check itself (cached per config and input shapes by its
-    owner) and returns a function that waits for its findings: the engine starts it
-    before an example runs and takes the findings after, so a worker traces while
-    another runs the kernel. After a trace that hung or aborted, the rest are skipped
-    (each would hang again), and ``notes`` says so.
+    ``start_of`` starts the check itself (``Tracer.static``: cached per config and input
+    shapes) and returns a future of its findings: a search starts it before an example
+    runs and takes the findings after, so a worker traces while another runs the kernel.
+    After a trace that hung or aborted, the rest are skipped (each would hang again), and
+    ``notes`` says so.
     """
 
-    start_of: Callable[[Mapping[str, Any], tuple[np.ndarray, ...]], Callable[[], list[Finding]]]
+    start_of: Callable[[Mapping[str, Any], tuple[np.ndarray, ...]], Traced[list[Finding]]]
     notes: list[str]
     started: float
     found: dict[str, tuple[Finding, dict[str, Any], float, int]] = dataclasses.field(default_factory=dict)
@@ -232,7 +235,7 @@ class StaticLedger:
         if self.stopped:
             return lambda: None
         findings = self.start_of(config, inputs)
-        return lambda: self._record(config, inputs, examples, findings())
+        return lambda: self._record(config, inputs, examples, findings.result())
 
     def _record(self, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...], examples: int,
                 findings: list[Finding]) -> None:
