@@ -332,7 +332,7 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from pallas_verify.campaigns.fuzzdb import replay_report
+    from pallas_verify.campaigns.replay import replay_report
 
     return replay_report(args.report)
 

@@ -40,7 +40,7 @@ from pallas_verify.campaigns.fuzzdb import FailureDatabase, signature
 from pallas_verify.campaigns.output import CampaignOutput
 from pallas_verify.campaigns.plan import Cell, FuzzOptions, plan
 from pallas_verify.campaigns.progress import Progress, per_backend
-from pallas_verify.campaigns.replays import Replays
+from pallas_verify.campaigns.replay import Replays
 from pallas_verify.campaigns.units import (
     Arrival,
     Found,

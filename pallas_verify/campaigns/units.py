@@ -7,7 +7,7 @@ Worker side, the entries a ``Work`` names:
   failing example shows it, with a reproducer of that example, so a slice cancelled or
   lost later keeps what it found; its end brings the shrunk findings.
 - ``run_spec``: one spec of the conformance matrix on every backend.
-- ``replay_unit``: one failure-database entry's reproducer.
+- ``campaigns.replay.replay_unit``: one failure-database entry's reproducer.
 
 A worker may be another process here or a Ray task on another host, so a unit carries
 what it needs and sends back what the driver keeps: the report as a dict, the bytes of
@@ -45,7 +45,7 @@ from pallas_verify.findings import Finding
 from pallas_verify.reports.report import Report, finding_dict, finding_from_dict
 
 __all__ = ["LOST_CAUSES", "MAX_ATTEMPTS", "Arrival", "Found", "Invalid", "Lost", "Replayed", "Reported", "Skipped",
-           "Units", "device_shortfall", "judge", "replay_unit", "run_slice", "run_spec", "write_notes"]
+           "Units", "device_shortfall", "judge", "run_slice", "run_spec", "write_notes"]
 
 #: Attempts a unit gets when the infrastructure fails it (the first included).
 MAX_ATTEMPTS = 3
@@ -93,7 +93,7 @@ class Invalid:
 
 @dataclasses.dataclass(frozen=True)
 class Replayed:
-    """A replay's verdict: a ``fuzzdb.REPLAY_VERDICTS`` value."""
+    """A replay's verdict: a ``campaigns.replay.REPLAY_VERDICTS`` value."""
 
     verdict: str
 
@@ -207,16 +207,6 @@ def device_shortfall(spec: Any) -> str | None:
         return (f"needs {needed} devices, this process has {jax.device_count()}: set "
                 f"XLA_FLAGS=--xla_force_host_platform_device_count={needed} before starting")
     return None
-
-
-def replay_unit(work: Work) -> dict[str, Any]:
-    """Replay one failure-database entry from the files the unit carries."""
-    from pallas_verify.campaigns.fuzzdb import REPLAY_VERDICTS, replay_script
-
-    with tempfile.TemporaryDirectory(prefix="pv-replay-") as tmp:
-        for name, data in work.params["files"].items():
-            (Path(tmp) / name).write_bytes(data)
-        return {"verdict": REPLAY_VERDICTS.get(replay_script(Path(tmp) / work.params["script"]), "cannot run")}
 
 
 # -- driver side ---------------------------------------------------------------------------

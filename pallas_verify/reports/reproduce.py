@@ -1,10 +1,11 @@
-"""Standalone reproducers: a ``.py`` plus an ``.npz`` of the inputs per finding.
+"""Standalone reproducers: a ``.py`` plus an ``.npz`` of the inputs per finding, written
+from one template (``reproducer_source``); ``campaigns.replay`` runs them.
 
-A reproducer (and ``reproduce``, which it calls) exits with one of three statuses:
-EXIT_REPRODUCES (1) while the finding (or another finding) shows on the recorded case,
-EXIT_FIXED (0) once the case runs clean, and EXIT_CANNOT_RUN (3) when the case cannot be
-run here at all: the spec or the inputs do not load, the reference raises, the backend is
-not available or cannot run the kernel. A case that could not run is never "fixed".
+A reproducer exits with one of three statuses (``exits``): EXIT_REPRODUCES (1) while the
+finding (or another finding) shows on the recorded case, EXIT_FIXED (0) once the case runs
+clean, and EXIT_CANNOT_RUN (3) when the case cannot be run here at all. It names neither
+itself nor its inputs' file (the ``.npz`` of the same name beside it), so a copy under
+another name needs no rewriting.
 """
 
 from __future__ import annotations
@@ -17,32 +18,26 @@ from typing import Any
 
 import numpy as np
 
-from pallas_verify.errors import PallasVerifyError
+from pallas_verify.exits import EXIT_CANNOT_RUN, EXIT_FIXED, EXIT_REPRODUCES
 from pallas_verify.findings import Finding
 from pallas_verify.reports.casefile import save_case
 
-__all__ = ["EXIT_CANNOT_RUN", "EXIT_FIXED", "EXIT_REPRODUCES", "CannotRun", "file_stem", "reproduce", "write_reproducer"]
-
-EXIT_FIXED, EXIT_REPRODUCES, EXIT_CANNOT_RUN = 0, 1, 3
+__all__ = ["EXIT_CANNOT_RUN", "EXIT_FIXED", "EXIT_REPRODUCES", "file_stem", "reproducer_source", "write_reproducer"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")  # characters a file name may not carry
 
-
-class CannotRun(PallasVerifyError):
-    """A recorded case cannot be re-run here; the message says why."""
-
-
 _TEMPLATE = '''#!/usr/bin/env python
-"""pallas-verify reproducer: {kind} in kernel {kernel!r} on backend {backend}.
+"""pallas-verify reproducer: {headline}.
 
 {summary}
 
-Run `python {script}`. Exit status:
+Run this file with python. Exit status:
   1  the finding still reproduces (or the case now fails in another way);
   0  the case ran and showed no finding: fixed;
   3  the case could not be run here (the spec or the inputs do not load, the reference
      raises, the backend is not available): nothing is known about the finding.
-The inputs are in {npz} (every dtype, bfloat16 and float8 included, bit for bit).
+The inputs are in the .npz file of the same name beside this one (every dtype, bfloat16
+and float8 included, bit for bit).{note}
 """
 import sys
 from pathlib import Path
@@ -52,10 +47,10 @@ from pallas_verify._env import configure
 configure()  # before jax is imported: CPU-first, so no GPU/TPU plugin start-up noise
 
 import numpy as np  # noqa: E402,F401  (configs may hold numpy values)
+{body}
+from pallas_verify.campaigns.replay import reproduce  # noqa: E402
 
-from pallas_verify.reports.reproduce import reproduce  # noqa: E402
-
-SPEC = {spec!r}
+SPEC = {spec}
 BACKEND = {backend!r}
 KIND = {kind!r}
 CONFIG = {config}
@@ -70,6 +65,19 @@ if __name__ == "__main__":
 '''
 
 
+def reproducer_source(finding: Finding, *, spec: str, config: str, headline: str | None = None, body: str = "",
+                      note: str = "") -> str:
+    """The source of ``finding``'s reproducer script: ``spec`` and ``config`` are Python
+    expressions (the spec's reference, the config); ``body`` is source run before the case
+    (e.g. a generated kernel and its spec), ``note`` a line for its docstring."""
+    return _TEMPLATE.format(
+        headline=headline or f"{finding.kind} in kernel {finding.kernel!r} on backend {finding.backend}",
+        summary=_docstring_safe(finding.message.splitlines()[0][:300] if finding.message else ""),
+        note=f"\n{_docstring_safe(note)}" if note else "", body=f"\n{body.strip()}\n" if body.strip() else "",
+        spec=spec, backend=finding.backend, kind=finding.kind, config=config, mode=dict(finding.mode),
+        transform=finding.transform, others=_others(finding))
+
+
 def _literal(config: Mapping[str, Any]) -> str | None:
     """``repr(config)`` when it evaluates back to an equal config, else None."""
     text = repr(dict(config))
@@ -78,6 +86,10 @@ def _literal(config: Mapping[str, Any]) -> str | None:
     except Exception:
         return None
     return text if same else None
+
+
+def _docstring_safe(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"""', "'''")
 
 
 def file_stem(*parts: object) -> str:
@@ -94,11 +106,7 @@ def _write_one(finding: Finding, example: Mapping[str, Any], spec_ref: str | Non
     save_case(npz, example["inputs"], None if config_src is not None else finding.config)
     if config_src is None:
         config_src = "None  # not a Python literal: loaded from the .npz"
-    script.write_text(_TEMPLATE.format(
-        kind=finding.kind, kernel=finding.kernel, backend=finding.backend, script=script.name, npz=npz.name,
-        summary=finding.message.splitlines()[0][:300], spec=spec_ref, config=config_src,
-        mode=dict(finding.mode), transform=finding.transform, others=_others(finding),
-    ))
+    script.write_text(reproducer_source(finding, spec=repr(spec_ref), config=config_src))
     return str(script.resolve())
 
 
@@ -113,97 +121,11 @@ def write_reproducer(finding: Finding, example: Mapping[str, Any], spec_ref: str
     return dataclasses.replace(finding, reproducer=_write_one(finding, example, spec_ref, out_dir))
 
 
-def reproduce(
-    spec: str | None,
-    *,
-    backend: str,
-    kind: str,
-    config: Mapping[str, Any] | None,
-    mode: Mapping[str, Any],
-    inputs: str | Path,
-    transform: str | None = None,
-    others: Mapping[str, Mapping[str, Any]] | None = None,
-) -> int:
-    """Re-run one recorded case, print what it shows, and say so in the exit status.
+def __getattr__(name: str) -> Any:
+    """Reproducers written before replay moved to ``campaigns.replay`` import ``reproduce``
+    from here; they keep working."""
+    if name == "reproduce":
+        from pallas_verify.campaigns.replay import reproduce
 
-    ``others``: backends (with their modes) that run the case before ``backend``, so a
-    ``backend_divergence`` between them is judged again.
-
-    EXIT_REPRODUCES (1): the case still shows a ``kind`` finding on ``backend`` or one of
-    ``others`` (or, with it gone, some other finding: the case still fails). EXIT_FIXED (0): the case ran and
-    showed nothing. EXIT_CANNOT_RUN (3): the case could not be run here (the spec or the
-    inputs do not load, the reference raises: a reference failure's own reproducer exits 3
-    until the reference is fixed; the backend is not available or cannot run the kernel),
-    so nothing is known about the kernel.
-    """
-    try:
-        findings, name = _rerun(spec, {**(others or {}), backend: mode}, config, inputs, transform)
-    except CannotRun as exc:
-        print(f"cannot run this case: {exc}")
-        return EXIT_CANNOT_RUN
-    for f in findings:
-        print(f"[{f.kind}] {f.kernel} on {f.backend}: {f.message}")
-    if any(f.backend == "reference" for f in findings):  # the kernel cannot be judged on this case
-        what = "" if backend == "reference" else f", so {kind} on {backend} cannot be judged"
-        print(f"cannot run this case: the reference fails on it{what}; fix the reference or narrow the "
-              "spec's configs/inputs.")
-        return EXIT_CANNOT_RUN
-    if any(f.kind == kind and f.backend in (backend, "static", *(others or {})) for f in findings):
-        return EXIT_REPRODUCES
-    if findings:
-        print(f"{kind} no longer reproduces for {name!r} on {backend}, but the case still fails "
-              f"({', '.join(sorted({f.kind for f in findings}))}).")
-        return EXIT_REPRODUCES
-    print(f"{kind} no longer reproduces for {name!r} on {backend}.")
-    return EXIT_FIXED
-
-
-def _rerun(spec: str | None, runs: Mapping[str, Mapping[str, Any]], config: Mapping[str, Any] | None,
-           inputs: str | Path, transform: str | None) -> tuple[list[Finding], str]:
-    """The findings of the recorded case on each backend of ``runs`` (backend -> mode, in
-    order) and the spec's name; CannotRun when it cannot run."""
-    from pallas_verify.loader import load_spec
-    from pallas_verify.reports.casefile import load_case
-    from pallas_verify.runner import Runner, Unsupported
-
-    if spec is None:
-        raise CannotRun("this reproducer has no spec reference: the KernelSpec was not defined at module "
-                        "level; define it at module level and run pallas-verify again.")
-    try:
-        loaded = load_spec(spec)
-        args, saved_config = load_case(inputs)
-    except Exception as exc:
-        raise CannotRun(f"{type(exc).__name__}: {exc}") from None
-    config = saved_config if config is None else config
-    if config is None:
-        raise CannotRun(f"neither the script nor {str(inputs)!r} holds the config of the case.")
-    targets = {name: _target(name) for name in runs}
-    findings: list[Finding] = []
-    try:
-        with Runner(loaded) as runner:
-            for name, target in targets.items():
-                if target is None:
-                    findings += runner.static_findings(dict(config), args)
-                else:
-                    findings += runner.check(dict(config), args, target, dict(runs[name]), transform=transform)
-    except Unsupported as exc:
-        raise CannotRun(f"backend {name} cannot run kernel {loaded.name!r}: {exc}") from None
-    except Exception as exc:
-        raise CannotRun(f"running the case raised {type(exc).__name__}: {exc}") from None
-    return findings, loaded.name
-
-
-def _target(backend: str) -> Any:
-    """The Backend that re-runs a case of ``backend`` (None: the static check), available here."""
-    from pallas_verify.backends import registry
-
-    if backend == "static":
-        return None
-    try:
-        target = registry.get("interpret" if backend == "reference" else backend)
-    except Exception as exc:
-        raise CannotRun(f"{type(exc).__name__}: {exc}") from None
-    reason = target.available()
-    if reason is not None:
-        raise CannotRun(f"backend {target.name} is not available here: {reason}")
-    return target
+        return reproduce
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -182,7 +182,7 @@ def test_a_unit_ending_in_the_poll_where_a_stop_arrives_is_kept(tmp_path):
     from pallas_verify.campaigns.output import CampaignOutput
     from pallas_verify.campaigns.plan import Cell, FuzzOptions
     from pallas_verify.campaigns.progress import Progress
-    from pallas_verify.campaigns.replays import Replays
+    from pallas_verify.campaigns.replay import Replays
     from pallas_verify.campaigns.stop import StopOnSignal
 
     stop = StopOnSignal()

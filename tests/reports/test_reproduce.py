@@ -152,7 +152,7 @@ def test_reproducer_prints_its_verdict_without_plugin_noise(tmp_path):
 
 def test_a_backend_that_is_not_available_cannot_run_the_case(tmp_path, monkeypatch, capsys):
     from pallas_verify.backends import registry
-    from pallas_verify.reports.reproduce import reproduce
+    from pallas_verify.campaigns.replay import reproduce
 
     spec = tmp_path / "planted.py"
     _write(spec, "bfloat16")
