@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pallas_verify._env import configure
+from pallas_verify.choices import run_seed
 from pallas_verify.exits import EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, campaign_status
 
 if TYPE_CHECKING:
@@ -218,7 +218,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from pallas_verify.reports.live import LiveProgress
     from pallas_verify.reports.report import Report
 
-    seed = _seed(args.seed, derandomized=profile_settings(args.profile).derandomize)
+    profile_settings(args.profile)  # a profile not in the table is a usage error, before any work
+    seed = run_seed(args.seed, args.profile)
     out, json_path = _verify_outputs(args)  # before any work: a run must not end unable to write
     _check_import(args.target, args.timeout)
     specs = load_specs(args.target)
@@ -305,14 +306,6 @@ def _check_import(target: str, limit_s: float) -> None:
 def _workers(args: argparse.Namespace, local_default: int) -> int | None:
     """--workers, or its default: ``local_default`` locally, the cluster's CPU count on ray."""
     return args.workers if args.workers is not None or args.executor != "local" else local_default
-
-
-def _seed(seed: int | None, *, derandomized: bool) -> int:
-    """The seed of a run: the one given, 0 for a derandomized profile (ci: the same run
-    every time), else a fresh random one. Printed and recorded, it repeats the search."""
-    if seed is not None:
-        return seed
-    return 0 if derandomized else random.SystemRandom().randrange(2**32)
 
 
 def _cmd_fuzz(args: argparse.Namespace) -> int:

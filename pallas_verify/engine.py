@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from pallas_verify.backends import registry
 from pallas_verify.backends.base import Backend
-from pallas_verify.errors import InvalidArgument, InvalidSpec, brief
+from pallas_verify.errors import InvalidSpec, brief, check_positive_int
 from pallas_verify.findings import Finding, one_per_reference_failure
 from pallas_verify.interrupts import Interrupted, not_started, signal_name, unfinished
 from pallas_verify.reports.report import (
@@ -89,8 +89,7 @@ def verify(
     """
     if not isinstance(spec, KernelSpec):
         raise InvalidSpec(f"spec={brief(spec)} must be a pallas_verify.KernelSpec.")
-    if max_examples is not None and (isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1):
-        raise InvalidArgument(f"max_examples={max_examples!r} must be a positive integer.")
+    check_positive_int("max_examples", max_examples, optional=True)
     chosen = registry.resolve(backends)
     started = time.perf_counter()
     report = Report(backends=[b.name for b in chosen], seed=seed, profile=profile)

@@ -58,7 +58,9 @@ def skip_reason(spec: KernelSpec, backend: Backend) -> Skip | None:
     """Why ``spec`` does not run on ``backend`` here, or None when it runs.
 
     ``skipped``: the backend is not available on this machine, serves platforms the
-    kernel does not target, or compiles in a worker that could not load the spec. ``unsupported``: the spec declares the backend unsupported.
+    kernel does not target, compiles in a worker that could not load the spec, or the
+    kernel needs more devices than this process has (its function's ``required_devices``).
+    ``unsupported``: the spec declares the backend unsupported.
     """
     reason = backend.available()
     if reason is None and not backend.platforms & set(spec.platforms):
@@ -66,6 +68,8 @@ def skip_reason(spec: KernelSpec, backend: Backend) -> Skip | None:
     if reason is None and getattr(backend, "isolate", False) and _no_reference(spec):
         reason = (f"{backend.name} compiles in a worker process, which loads the KernelSpec by reference; define "
                   "the spec at module level (FILE.py::NAME) to compile it")
+    if reason is None:
+        reason = _device_shortfall(spec)
     if reason is not None:
         return Skip("skipped", reason)
     declared = spec.unsupported_reason(backend.name)
@@ -77,3 +81,17 @@ def _no_reference(spec: KernelSpec) -> bool:
     from pallas_verify.loader import spec_ref
 
     return spec_ref(spec) is None
+
+
+def _device_shortfall(spec: KernelSpec) -> str | None:
+    """Why the kernel cannot run with this process's device count, if it cannot: a kernel
+    function may say how many devices it needs (``kernel.required_devices``)."""
+    needed = getattr(spec.kernel, "required_devices", 1)
+    if needed <= 1:
+        return None
+    import jax
+
+    if needed > jax.device_count():
+        return (f"needs {needed} devices, this process has {jax.device_count()}: set "
+                f"XLA_FLAGS=--xla_force_host_platform_device_count={needed} before starting")
+    return None

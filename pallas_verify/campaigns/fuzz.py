@@ -51,6 +51,7 @@ from pallas_verify.campaigns.units import (
     Units,
     write_notes,
 )
+from pallas_verify.choices import run_seed
 from pallas_verify.execution import Work
 from pallas_verify.findings import Finding
 from pallas_verify.reports.report import BackendResult, Report, cell_key
@@ -257,7 +258,7 @@ def fuzz(options: FuzzOptions, *, stream: TextIO | None = None) -> Report:
 
     stream = stream or sys.stderr
     began = time.monotonic()
-    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
+    seed = run_seed(options.seed)
     with CampaignOutput(options.out_dir, command="fuzz", stream=stream) as out, StopOnSignal() as stop:
         report = Report(seed=seed, profile="dev", executor=options.executor)
         if options.db is not None:

@@ -45,7 +45,7 @@ from pallas_verify.findings import Finding
 from pallas_verify.reports.report import Report, finding_dict, finding_from_dict
 
 __all__ = ["LOST_CAUSES", "MAX_ATTEMPTS", "Arrival", "Found", "Invalid", "Lost", "Replayed", "Reported", "Skipped",
-           "Units", "device_shortfall", "judge", "run_slice", "run_spec", "write_notes"]
+           "Units", "judge", "run_slice", "run_spec", "write_notes"]
 
 #: Attempts a unit gets when the infrastructure fails it (the first included).
 MAX_ATTEMPTS = 3
@@ -189,24 +189,10 @@ def run_spec(work: Work) -> dict[str, Any]:
     from pallas_verify.loader import load_spec
 
     spec = load_spec(work.spec_ref)
-    shortfall = device_shortfall(spec)
-    if shortfall:
-        return {"skipped": shortfall}
     out = Path(tempfile.mkdtemp(prefix="pv-conformance-"))
     report = verify(spec, list(work.backends), work.max_examples, profile=work.params["profile"], out_dir=out,
                     on_finding=lambda finding: emit(_shipped(finding)))
     return _ship(report, out, [])
-
-
-def device_shortfall(spec: Any) -> str | None:
-    """Why the kernel cannot run with this process's device count, if it cannot."""
-    import jax
-
-    needed = getattr(spec.kernel, "required_devices", 1)
-    if needed > jax.device_count():
-        return (f"needs {needed} devices, this process has {jax.device_count()}: set "
-                f"XLA_FLAGS=--xla_force_host_platform_device_count={needed} before starting")
-    return None
 
 
 # -- driver side ---------------------------------------------------------------------------
@@ -293,8 +279,6 @@ class Units:
         if done.failure is not None:
             return judge(done.failure)
         value = done.value if isinstance(done.value, Mapping) else {}
-        if "skipped" in value:
-            return Skipped(str(value["skipped"]))
         if "verdict" in value:
             return Replayed(str(value["verdict"]))
         if "report" not in value:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import random
 import re
 import shutil
 import sys
@@ -31,7 +30,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, TextIO
 
-from pallas_verify.errors import InvalidArgument
+from pallas_verify.choices import run_seed
+from pallas_verify.errors import InvalidArgument, check_positive_int
 from pallas_verify.findings import Finding
 from pallas_verify.reports.report import BackendResult, Report, write_atomic
 from pallas_verify.reports.reproduce import file_stem
@@ -70,9 +70,7 @@ class SmithOptions:
 
     def __post_init__(self) -> None:
         for field in ("slice_examples", "max_grid_points"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidArgument(f"{field}={value!r} must be a positive integer, e.g. 10.")
+            check_positive_int(field, getattr(self, field), example=10)
 
 
 @dataclasses.dataclass
@@ -194,7 +192,7 @@ def smith(options: SmithOptions, *, stream: TextIO = sys.stderr) -> SmithRun:
     from strategies.programs import program_productions
 
     started = time.monotonic()
-    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
+    seed = run_seed(options.seed)
     backends, spec = _backends(options), _spec(options)
     run = SmithRun(report=Report(seed=seed, profile="dev", backends=backends))
     run.report.kernels.append({"name": GENERATED, "features": ["generated"], "platforms": ["tpu"]})
