@@ -14,6 +14,14 @@ An expression is a nested tuple (JSON-able, ``repr`` round-trips):
 Arithmetic is done in float32 or int32 (WORK_DTYPES); bfloat16 appears as an input
 dtype, an output dtype and as a rounding cast (``float32 -> bfloat16 -> float32``), so a
 reference fused by XLA and a kernel run op by op round at the same places.
+
+Exactness. Every operator but the INEXACT ones (``tanh``) is correctly rounded, so any
+correct backend computes it bit for bit; ``tanh`` is not (XLA's constant folder and its
+run-time kernels differ in the last bit). An inexact value must never reach a
+*boundary*, where one float step can become a whole integer or a whole output step: a
+float -> int32 cast, ``floor``, the bfloat16 rounding, a comparison, or an output whose
+dtype is not float32. ``expressions(exact=True)`` draws no inexact operator, and every
+operand of a boundary is drawn exact; ``boundary_hazards`` finds any that is not.
 """
 
 from __future__ import annotations
@@ -23,12 +31,17 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-__all__ = ["BINARY", "COMPARISONS", "UNARY", "WORK_DTYPES", "expression_dtype", "expression_productions", "expressions"]
+__all__ = ["BINARY", "BOUNDARY_UNARY", "COMPARISONS", "INEXACT", "UNARY", "WORK_DTYPES", "boundary_hazards",
+           "expression_dtype", "expression_productions", "expressions"]
 
 WORK_DTYPES = ("float32", "int32")
 UNARY = {"float32": ("neg", "abs", "tanh", "square", "floor", "round_bf16"), "int32": ("neg", "abs", "square")}
 BINARY = ("add", "sub", "mul", "max", "min")
 COMPARISONS = ("lt", "le", "eq", "ne", "gt", "ge")
+#: Operators whose float32 result is not correctly rounded (implementations differ in the last bit).
+INEXACT = frozenset({"tanh"})
+#: Unary operators that are boundaries: one float step of their operand can change a whole step of the result.
+BOUNDARY_UNARY = frozenset({"floor", "round_bf16"})
 Expr = tuple[Any, ...]
 
 
@@ -43,30 +56,54 @@ def _leaf(draw: st.DrawFn, dtype: str, inputs: Sequence[str], leaves: Sequence[E
 
 
 def expressions(*, dtype: str, inputs: Sequence[str], leaves: Sequence[Expr] = (),
-                max_depth: int = 3) -> st.SearchStrategy[Expr]:
+                max_depth: int = 3, exact: bool = False) -> st.SearchStrategy[Expr]:
     """Expressions of ``dtype`` (in WORK_DTYPES) over ``inputs`` (their dtypes) and
-    ``leaves`` (int32 extra leaves such as iota). Shrinks toward input 0 itself."""
+    ``leaves`` (int32 extra leaves such as iota). ``exact``: no INEXACT operator anywhere
+    (the value feeds a boundary: see the module docstring); inside, the operands of every
+    boundary are exact whatever ``exact`` says. Shrinks toward input 0 itself."""
 
     @st.composite
-    def draw_expr(draw: st.DrawFn, dtype: str, depth: int) -> Expr:
+    def draw_expr(draw: st.DrawFn, dtype: str, depth: int, exact: bool) -> Expr:
         kinds = ["leaf"] if depth <= 0 else ["leaf", "un", "bin", "where", "cast"]
         kind = draw(st.sampled_from(kinds))
         if kind == "leaf":
             return _leaf(draw, dtype, inputs, leaves)
         if kind == "un":
-            return ("un", draw(st.sampled_from(UNARY[dtype])), draw(draw_expr(dtype, depth - 1)))
+            op = draw(st.sampled_from([o for o in UNARY[dtype] if not (exact and o in INEXACT)]))
+            return ("un", op, draw(draw_expr(dtype, depth - 1, exact or op in BOUNDARY_UNARY)))
         if kind == "bin":
             op = draw(st.sampled_from(BINARY))
-            return ("bin", op, draw(draw_expr(dtype, depth - 1)), draw(draw_expr(dtype, depth - 1)))
-        if kind == "where":
+            return ("bin", op, draw(draw_expr(dtype, depth - 1, exact)), draw(draw_expr(dtype, depth - 1, exact)))
+        if kind == "where":  # the comparison is a boundary: its operands are exact
             cmp_dtype = draw(st.sampled_from(WORK_DTYPES))
             cmp = draw(st.sampled_from(COMPARISONS))
-            a, b = draw(draw_expr(cmp_dtype, depth - 1)), draw(draw_expr(cmp_dtype, depth - 1))
-            return ("where", cmp, a, b, draw(draw_expr(dtype, depth - 1)), draw(draw_expr(dtype, depth - 1)))
-        other = next(d for d in WORK_DTYPES if d != dtype)
-        return ("cast", dtype, draw(draw_expr(other, depth - 1)))
+            a, b = draw(draw_expr(cmp_dtype, depth - 1, True)), draw(draw_expr(cmp_dtype, depth - 1, True))
+            return ("where", cmp, a, b, draw(draw_expr(dtype, depth - 1, exact)),
+                    draw(draw_expr(dtype, depth - 1, exact)))
+        other = next(d for d in WORK_DTYPES if d != dtype)  # float -> int32 is a boundary
+        return ("cast", dtype, draw(draw_expr(other, depth - 1, exact or dtype == "int32")))
 
-    return draw_expr(dtype, max_depth)
+    return draw_expr(dtype, max_depth, exact)
+
+
+def boundary_hazards(expr: Expr, dtypes: Sequence[str], *, exact: bool = False) -> list[str]:
+    """Where an INEXACT operator's value reaches a boundary in ``expr`` (``exact``: the
+    whole value reaches one, e.g. an int32 output): one line per hazard, empty when none."""
+    head = expr[0]
+    if head in ("in", "iota", "smem", "const"):
+        return []
+    if head == "un":
+        here = [f"{expr[1]} feeds a boundary"] if exact and expr[1] in INEXACT else []
+        return here + boundary_hazards(expr[2], dtypes, exact=exact or expr[1] in BOUNDARY_UNARY)
+    if head == "bin":
+        return boundary_hazards(expr[2], dtypes, exact=exact) + boundary_hazards(expr[3], dtypes, exact=exact)
+    if head == "cast":
+        into_int = expr[1] == "int32" and expression_dtype(expr[2], dtypes) != "int32"
+        return boundary_hazards(expr[2], dtypes, exact=exact or into_int)
+    if head == "where":
+        return [h for e, ex in zip(expr[2:], (True, True, exact, exact), strict=True)
+                for h in boundary_hazards(e, dtypes, exact=ex)]
+    raise ValueError(f"not an expression: {expr!r}")
 
 
 def expression_productions(expr: Expr, dtypes: Sequence[str]) -> list[str]:

@@ -37,7 +37,15 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from strategies._expressions import UNARY, WORK_DTYPES, expression_productions, expressions
+from strategies._expressions import (
+    BOUNDARY_UNARY,
+    INEXACT,
+    UNARY,
+    WORK_DTYPES,
+    boundary_hazards,
+    expression_productions,
+    expressions,
+)
 from strategies.arrays import arrays
 from strategies.blocks import tpu_block_shapes
 from strategies.grids import cdiv_grid
@@ -45,7 +53,7 @@ from strategies.semantics import dimension_semantics
 from strategies.tiled import tiled_configs
 
 __all__ = ["PROGRAM_DTYPES", "REDUCTIONS", "SKELETONS", "VALUE_RANGES", "input_values", "pallas_programs",
-           "program_inputs", "program_productions"]
+           "program_hazards", "program_inputs", "program_productions"]
 
 SKELETONS = ("map", "reduce", "accumulate", "matmul", "loop", "dma")
 PROGRAM_DTYPES = ("float32", "int32", "bfloat16")
@@ -64,6 +72,11 @@ def _tile_dtype(*names: str) -> str:
 
 def _work(dtype: str) -> str:
     return dtype if dtype in WORK_DTYPES else "float32"
+
+
+def _narrows(dtype: str) -> bool:
+    """Whether an output of ``dtype`` rounds its float32 value (a boundary)."""
+    return _work(dtype) == "float32" and dtype != "float32"
 
 
 @st.composite
@@ -112,8 +125,8 @@ def _map(draw: st.DrawFn, budget: int, depth: int) -> Program:
     layout = draw(st.sampled_from(("row_major", "transposed"))) if rank > 1 else "row_major"
     roles = [draw(st.sampled_from(_roles(rank, shape, block, grid))) for _ in in_dtypes]
     iotas = [("iota", a) for a in range(rank)]
-    outputs = tuple((shape, d, draw(expressions(dtype=_work(d), inputs=in_dtypes, leaves=iotas, max_depth=depth)))
-                    for d in out_dtypes)
+    outputs = tuple((shape, d, draw(expressions(dtype=_work(d), inputs=in_dtypes, leaves=iotas, max_depth=depth,
+                                                exact=_narrows(d)))) for d in out_dtypes)
     # TPU interpret mode (JAX 0.12) cannot alias an array that is not a whole number of
     # blocks (docs/upstream-findings.md): aliases only where the blocks tile the array.
     exact = all(n % b == 0 for n, b in zip(shape, block, strict=True))
@@ -134,10 +147,13 @@ def _reduction(draw: st.DrawFn, skeleton: str, budget: int, depth: int) -> Progr
         block[axis] = shape[axis]
     block = tuple(block)
     out_shape = tuple(1 if a == axis else n for a, n in enumerate(shape))
-    expr = draw(expressions(dtype=work, inputs=(in_dtype,), leaves=[("iota", a) for a in range(rank)], max_depth=depth))
-    post = draw(st.sampled_from((None, *UNARY[work])))
-    acc = draw(st.sampled_from(("scratch", "output"))) if out_dtype == work else "scratch"
     op = draw(st.sampled_from(REDUCTIONS))
+    narrows = work == "float32" and out_dtype != "float32"  # the cast of the result is a boundary
+    post = draw(st.sampled_from((None, *(u for u in UNARY[work] if not (narrows and u in INEXACT)))))
+    exact = narrows or (op == "sum" and work == "float32") or post in BOUNDARY_UNARY  # exact sums round: a boundary
+    expr = draw(expressions(dtype=work, inputs=(in_dtype,), leaves=[("iota", a) for a in range(rank)], max_depth=depth,
+                            exact=exact))
+    acc = draw(st.sampled_from(("scratch", "output"))) if out_dtype == work else "scratch"
     return {**_common(draw, skeleton, rank), "shape": shape, "block": block, "grid": cdiv_grid(shape, block),
             "layout": "row_major", "inputs": ((shape, in_dtype, ("identity",)),),
             "outputs": ((out_shape, out_dtype, expr),), "reduce": (op, axis, work, post),
@@ -181,7 +197,8 @@ def _loop(draw: st.DrawFn, skeleton: str, budget: int, depth: int) -> Program:
         block, grid, semantics = (cfg["block_rows"], cfg["block_cols"]), cfg["grid"], cfg["dimension_semantics"]
     smem = skeleton == "loop" and draw(st.booleans())
     leaves = [("iota", 0), ("iota", 1)] + ([("smem",)] if smem else [])
-    expr = draw(expressions(dtype=_work(out_dtype), inputs=in_dtypes, leaves=leaves, max_depth=depth))
+    expr = draw(expressions(dtype=_work(out_dtype), inputs=in_dtypes, leaves=leaves, max_depth=depth,
+                            exact=_narrows(out_dtype)))
     first = ("any",) if skeleton == "dma" else ("identity",)
     roles = [first] + [("identity",)] * (len(in_dtypes) - 1)
     tile = 16 if _tile_dtype(*in_dtypes, out_dtype) == "bfloat16" else 8
@@ -294,3 +311,21 @@ def _skeleton_productions(program: Program) -> list[str]:
     if skeleton == "dma":
         return ["memory_space:ANY", "make_async_copy", "scratch:vmem", "scratch:dma_semaphore"]
     return []
+
+
+def program_hazards(program: Program) -> list[str]:
+    """Where an inexact value reaches a boundary in ``program`` (``strategies._expressions``):
+    then a correct backend may differ from the reference by a whole integer or output step,
+    so the program's exact outputs would report noise. Empty for every drawn program."""
+    dtypes = [d for _, d, _ in program["inputs"]]
+    out = []
+    for j, (_, dtype, expr) in enumerate(program["outputs"]):
+        exact = _narrows(dtype)
+        if program["skeleton"] in ("reduce", "accumulate"):
+            op, _, work, post = program["reduce"]
+            narrows = work == "float32" and dtype != "float32"
+            if narrows and post in INEXACT:
+                out.append(f"output {j}: post-op {post} feeds the cast to {dtype}")
+            exact = narrows or (op == "sum" and work == "float32") or post in BOUNDARY_UNARY
+        out += [f"output {j}: {h}" for h in boundary_hazards(expr, dtypes, exact=exact)]
+    return out
