@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,7 @@ class _Search:
     max_examples: int = 0
     shrink_steps: int = 0
     shrink: _ShrinkProgress = dataclasses.field(default_factory=lambda: _ShrinkProgress())
+    stop: Callable[[], bool] | None = None
 
     def example(self, data: st.DataObject) -> None:
         config = _draw(data, self.spec.configs, "configs", dict)
@@ -112,6 +113,8 @@ class _Search:
             raise self.seen[key]
         if key in self.passed or self._shrink_over_budget() or self.unsupported or self.shrink.stopped:
             return  # stop shrinking (or searching): every new candidate is uninteresting
+        if self.examples and self.stop is not None and self.stop():
+            return  # the caller's budget is spent: the smallest failure so far is reported
         generating = self._generating()
         if generating and self.examples >= self.max_examples:
             return  # the budget is spent (a later round replays and extends an earlier one)
@@ -230,11 +233,17 @@ def verify(
     shrink_budget_s: float = 60.0,
     database: Any = None,
     static: bool = True,
+    stop: Callable[[], bool] | None = None,
+    metamorphic: bool = True,
 ) -> Report:
     """Search ``spec``'s configs and inputs for findings on ``backends`` (None: all).
 
     Returns a Report with, per backend, its result and the findings of its minimal
     failing examples (one per kind), each with a reproducer under ``out_dir``.
+    ``stop``: polled before each example after a search's first; once it returns True no
+    example runs (a campaign's budget or cancel), and the failures found so far are reported.
+    ``metamorphic``: False skips the reruns of TPU interpret mode with one knob changed
+    (a campaign that draws every mode per example and judges each against the reference).
     """
     if not isinstance(spec, KernelSpec):
         raise InvalidSpec(f"spec={spec!r} must be a pallas_verify.KernelSpec.")
@@ -246,11 +255,11 @@ def verify(
     report.kernels.append(kernel_entry(spec))
     runnable = _plan(spec, chosen, report)
     options = {"profile": profile, "max_examples": max_examples, "seed": seed, "database": database}
-    with Runner(spec, timeout_s=timeout_s, isolate=isolate) as runner:
+    with Runner(spec, timeout_s=timeout_s, isolate=isolate, metamorphic=metamorphic) as runner:
         grid = StaticLedger(runner.start_static, runner.static_notes, started) if static else None
         for backend in runnable:
-            searches = [_Search(spec, backend, runner, shrink_budget_s, static=grid, transform=t, kernel_started=started)
-                        for t in (None, *spec.transforms)]
+            searches = [_Search(spec, backend, runner, shrink_budget_s, static=grid, transform=t, kernel_started=started,
+                                stop=stop) for t in (None, *spec.transforms)]
             for cap in (*_ROUNDS, None):  # the searches take turns: see the module docstring
                 for search in (s for s in searches if not s.done):
                     search.found = _run_search(search, cap=cap, **options)

@@ -58,6 +58,7 @@ class Runner:
     timeout_s: float = 120.0
     isolate: str = "auto"
     cache_size: int = 256
+    metamorphic: bool = True  # False: no reruns with one interpreter knob changed
 
     def __post_init__(self) -> None:
         if self.isolate not in ISOLATE:
@@ -192,7 +193,7 @@ class Runner:
                                          executes=backend.executes)
         if found or not outcome.ok:
             return [self._blamed(f, judged, outcome, expected, truth) for f in found]
-        found = self._metamorphic(backend, case, outcome, paths)
+        found = self._metamorphic(backend, case, outcome, paths) if self.metamorphic else []
         if not found and backend.executes and transform is None:
             found = self._divergence(key, case, outcome, paths)
         if not found and backend.executes and transform is not None:

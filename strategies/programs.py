@@ -209,7 +209,7 @@ def _loop(draw: st.DrawFn, skeleton: str, budget: int, depth: int) -> Program:
 
 
 def pallas_programs(*, skeletons: tuple[str, ...] = SKELETONS, max_grid_points: int = 8,
-                    max_depth: int = 3) -> st.SearchStrategy[Program]:
+                    max_depth: int = 3, masked_loads: bool = False) -> st.SearchStrategy[Program]:
     """Programs (dicts, see the module docstring) of the given ``skeletons``, valid by
     construction for Mosaic TPU and the TPU-capable interpreters, with at most
     ``max_grid_points`` grid points (TPU interpret mode costs about 10 ms each) and

@@ -33,15 +33,21 @@ class Progress:
     last: float = 0.0
     width: int = 0
 
-    def show(self, *, elapsed: float, cells: str, examples: int, findings: int) -> None:
-        tty = getattr(self.stream, "isatty", lambda: False)()
+    @property
+    def tty(self) -> bool:
+        """Whether the stream is a terminal (where the status line is redrawn in place)."""
+        return bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def show(self, *, elapsed: float, cells: str, examples: int, findings: int,
+             label: str = "cells done/running/pending", unit: str = "examples") -> None:
+        tty = self.tty
         now = time.monotonic()
         if now - self.last < (0.25 if tty else 10.0):
             return
         self.last = now
         share = min(1.0, elapsed / self.budget_s)
         left = max(0.0, self.budget_s - elapsed)
-        text = (f"{share:4.0%} | cells done/running/pending: {cells} | {examples} examples | {findings} findings | "
+        text = (f"{share:4.0%} | {label}: {cells} | {examples} {unit} | {findings} findings | "
                 f"{int(left // 60):02d}:{int(left % 60):02d} left")
         if tty:
             bar = "#" * round(share * 20)

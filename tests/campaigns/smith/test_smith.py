@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pallas_verify.campaigns.smith.campaign import GENERATED, SmithRun, _absorb
+from pallas_verify.campaigns.smith.record import GENERATED, SmithRun, absorb
 from pallas_verify.campaigns.smith.repro import write_smith_reproducer
 from pallas_verify.campaigns.smith.spec import generated_spec
 from pallas_verify.cli import main
@@ -103,7 +103,7 @@ def test_not_supported_is_coverage_and_internal_errors_are_findings(tmp_path: Pa
         _finding("compile_error", "mosaic_tpu:v5e", "INTERNAL: Mosaic failed to compile TPU kernel: 7 != 9"),
         _finding("exception", "interpret", "ValueError: bad", error_type="ValueError"),
     ])
-    new = _absorb(run, part, tmp_path, {"interpret"})
+    new = absorb(run, part, tmp_path, {"interpret"})
     assert [f.kind for f in new] == ["compile_error", "exception"]  # the two internal errors share a signature
     assert sum(run.not_supported.values()) == 1
     assert run.rejected == 1
@@ -116,7 +116,7 @@ def test_a_cell_whose_only_failures_are_refusals_passes(tmp_path: Path) -> None:
     refusal = _finding("compile_error", "mosaic_tpu:v6e", "INTERNAL: Mosaic failed: Not implemented: Sublane broadcast")
     part = Report(findings=[refusal], results=[
         BackendResult(kernel="smith", backend="mosaic_tpu:v6e", status="fail", reason="compile_error")])
-    assert _absorb(run, part, tmp_path, {"interpret"}) == []
+    assert absorb(run, part, tmp_path, {"interpret"}) == []
     assert run.cells["mosaic_tpu:v6e"].status == "pass", run.cells["mosaic_tpu:v6e"]
 
 
@@ -141,11 +141,11 @@ def test_reproducer_is_readable_source_and_runs(tmp_path: Path) -> None:
 
 def test_cli_writes_every_report(tmp_path: Path) -> None:
     code = main(["smith", "--budget", "1s", "--backends", "interpret", "--out", str(tmp_path), "--seed", "0",
-                 "--slice-examples", "2"])
+                 "--slice-examples", "2", "--workers", "1"])
     data = json.loads((tmp_path / "report.json").read_text())
     assert code == (1 if data["findings"] else 0)
     assert {"programs", "validity", "coverage", "findings", "backends_run"} <= set(data)
-    assert data["programs"] >= 2 and 0.0 <= data["validity"] <= 1.0
+    assert data["programs"] >= 1 and 0.0 <= data["validity"] <= 1.0
     assert any(k.startswith("skeleton:") for k in data["coverage"])
     assert data["kernels"][0]["name"] == GENERATED
     assert (tmp_path / "report.junit.xml").is_file() and (tmp_path / "report.html").is_file()

@@ -1,0 +1,75 @@
+"""One batch of a smith campaign: a few generated programs through ``verify``, each
+finding re-run and classified (``recheck``) before it goes back to the campaign.
+
+A batch runs in the campaign's process (``isolate="never"``: what tests that patch an
+interpreter need) or as a unit of work in an executor's worker process (``run_unit``);
+either way its outcome is the same plain dict (``execution.units.ship_reproducers``'s,
+plus ``started``, ``coverage`` and ``noise``), so the campaign folds both alike. A batch
+stops on its own, after the case it is running, once ``stop_at`` (a wall-clock time) has
+passed or the campaign has created ``stop_file`` (a cancel): what it found so far is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pallas_verify.execution import Work
+
+__all__ = ["Batch", "run_batch", "run_unit"]
+
+#: The module-level specs a unit may name (workers load them by reference).
+SPEC_REFS = {"SPEC": "pallas_verify.campaigns.smith.spec:SPEC",
+             "SPEC_MASKED_LOADS": "pallas_verify.campaigns.smith.spec:SPEC_MASKED_LOADS"}
+
+
+def _stopper(stop_at: float, stop_file: str | None) -> Callable[[], bool]:
+    def stop() -> bool:
+        return time.time() >= stop_at or (stop_file is not None and Path(stop_file).exists())
+
+    return stop
+
+
+def run_batch(spec: Any, backends: list[str], examples: int, seed: int, *, timeout_s: float, isolate: str,
+              shrink_s: float, stop: Callable[[], bool]) -> dict[str, Any]:
+    """``verify`` on ``examples`` programs (seed ``seed``) and the rechecked findings, as a dict."""
+    from hypothesis.database import InMemoryExampleDatabase
+
+    from pallas_verify.campaigns.smith import spec as smith_spec
+    from pallas_verify.campaigns.smith.recheck import NOISE, recheck
+    from pallas_verify.engine import verify
+    from pallas_verify.execution.units import ship_reproducers
+    from strategies.programs import program_productions
+
+    started = time.time()
+    out = Path(tempfile.mkdtemp(prefix="pv-smith-batch-"))
+    smith_spec.DRAWN.clear()
+    # No example database across batches: a failure found once would be replayed and
+    # shrunk again by every later batch of the campaign (its signature is known already).
+    report = verify(spec, backends, examples, seed, out_dir=out, timeout_s=timeout_s, isolate=isolate,
+                    shrink_budget_s=shrink_s, database=InMemoryExampleDatabase(), stop=stop, metamorphic=False)
+    coverage = {hashlib.sha1(source.encode()).hexdigest(): sorted(set(program_productions(program)))
+                for source, program in smith_spec.DRAWN.items()}
+    checked = [recheck(f, spec, isolate=isolate, timeout_s=timeout_s) for f in report.findings]
+    report.findings = [f for f in checked if f.evidence.get("recheck") != NOISE]
+    noise = [{"kind": f.kind, "backend": f.backend, "why": f.evidence.get("recheck_why", ""),
+              "program": repr(f.config.get("program"))} for f in checked if f.evidence.get("recheck") == NOISE]
+    return {**ship_reproducers(report, out), "started": started, "coverage": coverage, "noise": noise}
+
+
+def run_unit(work: Work) -> dict[str, Any]:
+    """A batch as an executor's unit of work (``Work.params``: spec, timeout_s, shrink_s,
+    stop_at, stop_file)."""
+    from pallas_verify.loader import load_spec
+
+    p = work.params
+    stop = _stopper(p["stop_at"], p.get("stop_file"))
+    return run_batch(load_spec(work.spec_ref), list(work.backends), int(work.max_examples or 1), int(work.seed or 0),
+                     timeout_s=p["timeout_s"], isolate="auto", shrink_s=p["shrink_s"], stop=stop)
+
+
+Batch = dict[str, Any]
