@@ -55,6 +55,6 @@ def test_a_finding_whose_case_passes_again_is_flaky(tmp_path: Path) -> None:
 
 
 _MASKED = {"skeleton": "map", "semantics": ("arbitrary",), "vmem_limit": None, "shape": (128,), "block": (128,),
-           "grid": (1,), "layout": "row_major", "inputs": (((128,), "float32", ("identity",)),),
+           "grid": (1,), "order": (0,), "table": None, "inputs": (((128,), "float32", ("identity",)),),
            "outputs": (((128,), "float32", ("where", "lt", ("iota", 0), ("const", "int32", 3), ("in", 0),
                                             ("const", "float32", 0))),), "alias": False}

@@ -23,7 +23,7 @@ from strategies.programs import SKELETONS
 from ._mutants import planted
 
 _IDENTITY = {"skeleton": "map", "semantics": ("arbitrary",), "vmem_limit": None, "shape": (300,), "block": (256,),
-             "grid": (2,), "layout": "row_major", "inputs": (((300,), "float32", ("identity",)),),
+             "grid": (2,), "order": (0,), "table": None, "inputs": (((300,), "float32", ("identity",)),),
              "outputs": (((300,), "float32", ("un", "tanh", ("in", 0))),), "alias": False}
 
 
