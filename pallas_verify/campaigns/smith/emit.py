@@ -254,7 +254,8 @@ def _loop_body(program: Program) -> list[str]:
     mask = (program.get("store_masks") or (None,))[0]
     inner += _store("o0_ref[rows, :]", "o0_ref.at[rows, :]", expr, out_dtype, (step, bn), mask, names)
     inner.append("return carry")
-    return [*lines, "def step(t, carry):", *("    " + s for s in inner), f"lax.fori_loop(0, {steps}, step, 0)"]
+    unroll = ", unroll=True" if stride != "none" else ""  # Mosaic takes a strided slice's start only when static
+    return [*lines, "def step(t, carry):", *("    " + s for s in inner), f"lax.fori_loop(0, {steps}, step, 0{unroll})"]
 
 
 def _dma_body(program: Program) -> list[str]:

@@ -23,7 +23,8 @@ from pallas_verify.reports.reproduce import file_stem
 __all__ = ["GENERATED", "NOT_SUPPORTED", "SmithRun", "absorb", "conformance_rows", "write_run"]
 
 # A compiler message that declines a program cleanly (coverage, not a finding).
-NOT_SUPPORTED = re.compile(r"not (yet )?supported|unsupported|not implemented|NotImplementedError", re.IGNORECASE)
+NOT_SUPPORTED = re.compile(r"not (yet )?supported|unsupported|not implemented|NotImplementedError|UNIMPLEMENTED|"
+                           r"only .{1,80} (is|are) supported|does not support", re.IGNORECASE)
 GENERATED = "generated programs"
 
 

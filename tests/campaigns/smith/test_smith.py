@@ -82,11 +82,11 @@ def test_planted_rules_reach_jit_bodies() -> None:
     import jax
     import jax.numpy as jnp
 
-    from ._mutants import MUTANTS, _evaluate
+    from ._mutants import RULES, _evaluate
 
     closed = jax.make_jaxpr(lambda i, v: jnp.where(i < 3, v, jnp.zeros_like(v)))(jnp.arange(8), jnp.ones(8))
     (out,) = _evaluate(closed.jaxpr, list(closed.consts), [jnp.arange(8), jnp.ones(8)],
-                       MUTANTS["masked_select_ignores_other"])
+                       RULES["masked_select_ignores_other"])
     assert np.asarray(out).tolist() == [1.0] * 8  # the correct rule gives three ones and five zeros
 
 
