@@ -34,6 +34,8 @@ class Scale:
       grid_points: grid sizes of the cost series.
       deadlock_mutants: which deadlocking mutants the deadlock section times (empty: all).
       cluster_units, night_budget_s: fuzz slices timed per executor; budget of each night.
+      smith_budget_s, smith_mutant_budget_s, smith_mutants: generated programs: seconds of
+        each rates campaign, at most per planted interpreter bug, and which bugs (empty: all).
     """
 
     overhead_examples: int
@@ -50,6 +52,9 @@ class Scale:
     deadlock_mutants: tuple[str, ...] = ()
     cluster_units: int = 12
     night_budget_s: float = 120.0
+    smith_budget_s: float = 60.0
+    smith_mutant_budget_s: float = 120.0
+    smith_mutants: tuple[str, ...] = ()
 
 
 SCALES: dict[str, Scale] = {
@@ -60,7 +65,8 @@ SCALES: dict[str, Scale] = {
                   metamorphic_examples=1, budget_s=8.0, case_timeout_s=5.0,
                   mutants=("rotated_index_map", "read_before_wait"), scaling_examples=1, scaling_specs=1,
                   grid_points=(1, 2), deadlock_mutants=("deadlock_semaphore",), cluster_units=6,
-                  night_budget_s=120.0),
+                  night_budget_s=120.0, smith_budget_s=8.0, smith_mutant_budget_s=20.0,
+                  smith_mutants=("iota_wrong_axis_rank3", "block_change_leading_dim_only")),
 }
 
 
@@ -107,6 +113,20 @@ def _cluster(scale: Scale) -> dict[str, Any]:
     return cluster(units=scale.cluster_units, budget_s=scale.night_budget_s)
 
 
+def _smith(scale: Scale) -> dict[str, Any]:
+    import tempfile
+
+    from benchmarks.smith import mutation_score, rates
+
+    out = Path(tempfile.mkdtemp(prefix="pv-bench-smith-"))
+    result = {"rates": rates(scale.smith_budget_s, out),
+              "mutants": mutation_score(scale.smith_mutant_budget_s, out, scale.smith_mutants)}
+    alone = result["rates"]["alone"]
+    return {**result, "smith_programs_per_minute_interpret": alone["interpret"]["programs_per_minute"],
+            "smith_programs_per_minute_tpu_interpret": alone["tpu_interpret"]["programs_per_minute"],
+            "smith_planted_bugs_found": f"{result['mutants']['found']}/{result['mutants']['total']}"}
+
+
 #: Section name -> (runner, keys lifted to the top level of results.json).
 SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] = {
     "overhead": (_overhead, ("overhead_ratio", "overhead_ratio_in_process")),
@@ -118,6 +138,8 @@ SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] =
     "scaling": (_scaling, ("examples_per_s",)),
     "cost": (_cost, ("recommended_max_grid_points",)),
     "cluster": (_cluster, ("ray_overhead_ratio", "night1_find_s", "night2_refind_s")),
+    "smith": (_smith, ("smith_programs_per_minute_interpret", "smith_programs_per_minute_tpu_interpret",
+                       "smith_planted_bugs_found")),
 }
 
 

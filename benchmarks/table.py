@@ -24,6 +24,9 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
     ("ray_overhead_ratio", "Ray executor / local executor, equal parallelism", "<= 1.15"),
     ("night1_find_s", "night 1: seconds to find the planted bug", ""),
     ("night2_refind_s", "night 2: seconds to re-find it from the shared Redis database", ""),
+    ("smith_programs_per_minute_interpret", "smith: programs per minute on interpret (all cores)", ""),
+    ("smith_programs_per_minute_tpu_interpret", "smith: programs per minute on tpu_interpret (all cores)", ""),
+    ("smith_planted_bugs_found", "smith: planted interpreter bugs found", "all"),
 )
 
 
@@ -81,6 +84,13 @@ def _costs(cost: dict[str, Any]) -> list[str]:
     return _rows(("backend", "cold run (s)", "warm run"), rows)
 
 
+def _smith(smith: dict[str, Any]) -> list[str]:
+    """Per planted interpreter bug: the seconds from the start of its campaign to the first finding."""
+    rows = [(name, m["backend"], f"{m['first_s']:.1f} s" if m["found"] else f"missed ({m['seconds']:.0f} s)",
+             str(m["programs"])) for name, m in smith.get("mutants", {}).get("mutants", {}).items()]
+    return _rows(("planted bug (smith)", "backend", "first finding", "programs"), rows) if rows else []
+
+
 def render(results: dict[str, Any]) -> str:
     """Headline figures with their targets, then per-mutant times and per-backend costs."""
     m = results.get("machine", {})
@@ -89,7 +99,7 @@ def render(results: dict[str, Any]) -> str:
     lines += _rows(("figure", "value", "target"),
                    [(label, _fmt(results.get(key)), target) for key, label, target in HEADLINES if key in results])
     for block in (_mutants(results.get("detection", {})), _deadlocks(results.get("deadlock", {})),
-                  _costs(results.get("cost", {}))):
+                  _costs(results.get("cost", {})), _smith(results.get("smith", {}))):
         if block:
             lines += ["", *block]
     return "\n".join(lines)

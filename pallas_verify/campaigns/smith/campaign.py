@@ -70,7 +70,9 @@ class SmithOptions:
       workers: batches at once on worker processes; default None = one per core; 1 runs
         them one at a time from this process (the interpreters in a worker of their own).
       max_grid_points: grid points per program; default 8.
-      max_findings: end the campaign once it has this many findings; default None.
+      stop_on: finding kinds that end the campaign at their first occurrence (e.g.
+        ("mismatch", "backend_divergence"): how long a campaign takes to find a bug);
+        default () runs the whole budget.
     """
 
     backends: tuple[str, ...] | None = None
@@ -82,17 +84,21 @@ class SmithOptions:
     isolate: str = "auto"
     workers: int | None = None
     max_grid_points: int = 8
-    max_findings: int | None = None
+    stop_on: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for field in ("slice_examples", "max_grid_points"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgument(f"{field}={value!r} must be a positive integer, e.g. 10.")
-        for field in ("workers", "max_findings"):
-            value = getattr(self, field)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise InvalidArgument(f"{field}={value!r} must be None or a positive integer, e.g. 2.")
+        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
+                                         or self.workers < 1):
+            raise InvalidArgument(f"workers={self.workers!r} must be None or a positive integer, e.g. 2.")
+        from pallas_verify.findings import FINDING_KINDS
+
+        unknown = [k for k in self.stop_on if k not in FINDING_KINDS]
+        if unknown or isinstance(self.stop_on, str):
+            raise InvalidArgument(f"stop_on={self.stop_on!r} must be a tuple of finding kinds, from {FINDING_KINDS}.")
 
 
 def _backends(options: SmithOptions) -> list[str]:
@@ -147,10 +153,13 @@ class _Campaign:
     def stop_file(self) -> Path:
         return self.options.out_dir / "tmp" / "stop"
 
+    def found(self) -> bool:
+        """Whether the campaign has a finding of a kind it stops on."""
+        return any(f.kind in self.options.stop_on for f in self.run.report.findings)
+
     def done(self) -> bool:
-        """The budget is spent, the campaign was cancelled, or it has its findings."""
-        enough = self.options.max_findings is not None and len(self.run.report.findings) >= self.options.max_findings
-        return self.cancelled or enough or self.elapsed >= self.options.budget_s
+        """The budget is spent, the campaign was cancelled, or it found what it stops on."""
+        return self.cancelled or self.found() or self.elapsed >= self.options.budget_s
 
     def next_seed(self) -> int:
         self.batches += 1
@@ -240,12 +249,8 @@ def _in_process(camp: _Campaign) -> None:
     while not camp.done():
         result = run_batch(camp.spec, camp.backends, camp.options.slice_examples, camp.next_seed(),
                            timeout_s=camp.options.timeout_s, isolate=camp.options.isolate, shrink_s=camp.shrink_s(),
-                           stop=lambda: camp.cancelled or time.monotonic() >= end or _enough(camp))
+                           stop=lambda: camp.cancelled or time.monotonic() >= end)
         camp.fold(result)
-
-
-def _enough(camp: _Campaign) -> bool:
-    return camp.options.max_findings is not None and len(camp.run.report.findings) >= camp.options.max_findings
 
 
 def _on_workers(camp: _Campaign) -> None:
