@@ -73,6 +73,13 @@ def _found_type(kind: str) -> type[_Found]:
     return _ORIGINS[kind]
 
 
+class _Stopped(BaseException):
+    """Raised inside a search to end it at once when its budget is spent (the caller's
+    ``stop``, or the shrink budget): Hypothesis lets a BaseException through without
+    shrinking it, where returning early would still pay a draw for every remaining
+    shrink step. The search reports the last failure of each kind it saw."""
+
+
 class _BadSpec(Exception):
     """A spec's strategies misbehaved: the spec is invalid, not the kernel."""
 
@@ -101,6 +108,7 @@ class _Search:
     shrink_steps: int = 0
     shrink: _ShrinkProgress = dataclasses.field(default_factory=lambda: _ShrinkProgress())
     stop: Callable[[], bool] | None = None
+    last_found: dict[str, _Found] = dataclasses.field(default_factory=dict)  # per kind, the latest failure
 
     def example(self, data: st.DataObject) -> None:
         config = _draw(data, self.spec.configs, "configs", dict)
@@ -111,10 +119,10 @@ class _Search:
         key = example_key(config, inputs) + repr(mode)
         if key in self.seen:  # Hypothesis replays the minimal example: no need to rerun it
             raise self.seen[key]
-        if key in self.passed or self._shrink_over_budget() or self.unsupported or self.shrink.stopped:
+        if self._shrink_over_budget() or (self.examples and self.stop is not None and self.stop()):
+            raise _Stopped  # nothing left to run: end Hypothesis's run instead of drawing again and again
+        if key in self.passed or self.unsupported or self.shrink.stopped:
             return  # stop shrinking (or searching): every new candidate is uninteresting
-        if self.examples and self.stop is not None and self.stop():
-            return  # the caller's budget is spent: the smallest failure so far is reported
         generating = self._generating()
         if generating and self.examples >= self.max_examples:
             return  # the budget is spent (a later round replays and extends an earlier one)
@@ -141,7 +149,7 @@ class _Search:
             for f in findings:
                 self.first_seen.setdefault(f.kind, (now, self.examples))
             found = _found_type(findings[0].kind)(findings, {"config": config, "inputs": inputs, "mode": mode})
-            self.seen[key] = found
+            self.seen[key] = self.last_found[findings[0].kind] = found
             raise found
 
     def _extend(self, data: st.DataObject, config: dict[str, Any], inputs: tuple[np.ndarray, ...]) -> Any:
@@ -353,6 +361,8 @@ def _run_round(
                 run._hypothesis_internal_use_settings, database=database)  # type: ignore[attr-defined]
     try:
         run()
+    except _Stopped:
+        return _merge(list(search.last_found.values()))
     except _BadSpec as exc:
         prefix = f"KernelSpec {search.spec.name!r}: "
         raise InvalidSpec(str(exc) if str(exc).startswith(prefix) else prefix + str(exc)) from None

@@ -42,7 +42,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 __all__ = ["BINARY", "BOUNDARY_UNARY", "COMPARISONS", "INEXACT", "INT_BINARY", "UNARY", "WORK_DTYPES",
-           "boundary_hazards", "conditions", "expression_dtype", "expression_productions", "expressions", "uses"]
+           "boundary_hazards", "conditions", "draw_condition", "draw_expression", "expression_dtype",
+           "expression_productions", "expressions", "uses"]
 
 WORK_DTYPES = ("float32", "int32")
 UNARY = {"float32": ("neg", "abs", "tanh", "square", "floor", "round_bf16"), "int32": ("neg", "abs", "square")}
@@ -74,38 +75,49 @@ def expressions(*, dtype: str, inputs: Sequence[str], leaves: Sequence[Expr] = (
     (the value feeds a boundary: see the module docstring); inside, the operands of every
     boundary are exact whatever ``exact`` says. ``rolls``: (axis, extent) pairs along
     which the value may be rolled (by 1 .. extent - 1). Shrinks toward input 0 itself."""
+    return st.composite(lambda draw: draw_expression(draw, dtype=dtype, inputs=inputs, leaves=leaves,
+                                                     max_depth=max_depth, exact=exact, rolls=rolls))()
 
-    @st.composite
-    def draw_expr(draw: st.DrawFn, dtype: str, depth: int, exact: bool) -> Expr:
+
+def draw_expression(draw: st.DrawFn, *, dtype: str, inputs: Sequence[str], leaves: Sequence[Expr] = (),
+                    max_depth: int = 3, exact: bool = False, rolls: Sequence[tuple[int, int]] = ()) -> Expr:
+    """One expression of ``expressions`` (same arguments), drawn with ``draw`` directly: a
+    generator calls this once per program, so no strategy is built per draw."""
+
+    def node(dtype: str, depth: int, exact: bool) -> Expr:
         kinds = ["leaf"] if depth <= 0 else ["leaf", "un", "bin", "where", "cast", "bitcast"] + (["roll"] if rolls else [])
         kind = draw(st.sampled_from(kinds))
         if kind == "leaf":
             return _leaf(draw, dtype, inputs, leaves)
         if kind == "un":
             op = draw(st.sampled_from([o for o in UNARY[dtype] if not (exact and o in INEXACT)]))
-            return ("un", op, draw(draw_expr(dtype, depth - 1, exact or op in BOUNDARY_UNARY)))
+            return ("un", op, node(dtype, depth - 1, exact or op in BOUNDARY_UNARY))
         if kind == "bin":
             op = draw(st.sampled_from(BINARY + (INT_BINARY if dtype == "int32" else ())))
-            return ("bin", op, draw(draw_expr(dtype, depth - 1, exact)), draw(draw_expr(dtype, depth - 1, exact)))
+            return ("bin", op, node(dtype, depth - 1, exact), node(dtype, depth - 1, exact))
         if kind == "where":  # the comparison is a boundary: its operands are exact
             cmp_dtype = draw(st.sampled_from(WORK_DTYPES))
             cmp = draw(st.sampled_from(COMPARISONS))
-            a, b = draw(draw_expr(cmp_dtype, depth - 1, True)), draw(draw_expr(cmp_dtype, depth - 1, True))
-            return ("where", cmp, a, b, draw(draw_expr(dtype, depth - 1, exact)),
-                    draw(draw_expr(dtype, depth - 1, exact)))
+            a, b = node(cmp_dtype, depth - 1, True), node(cmp_dtype, depth - 1, True)
+            return ("where", cmp, a, b, node(dtype, depth - 1, exact), node(dtype, depth - 1, exact))
         if kind == "roll":
             axis, extent = draw(st.sampled_from(list(rolls)))
-            return ("roll", axis, draw(st.integers(1, extent - 1)), draw(draw_expr(dtype, depth - 1, exact)))
+            return ("roll", axis, draw(st.integers(1, extent - 1)), node(dtype, depth - 1, exact))
         other = next(d for d in WORK_DTYPES if d != dtype)  # float -> int32 (a cast or the bits) is a boundary
-        return (kind, dtype, draw(draw_expr(other, depth - 1, exact or dtype == "int32")))
+        return (kind, dtype, node(other, depth - 1, exact or dtype == "int32"))
 
-    return draw_expr(dtype, max_depth, exact)
+    return node(dtype, max_depth, exact)
 
 
 def conditions(*, inputs: Sequence[str], leaves: Sequence[Expr], max_depth: int = 2) -> st.SearchStrategy[tuple]:
     """A mask ``(cmp, a, b)``: ``a cmp b`` over exact int32 expressions (positions, mostly)."""
-    side = expressions(dtype="int32", inputs=inputs, leaves=leaves, max_depth=max_depth, exact=True)
-    return st.tuples(st.sampled_from(COMPARISONS), side, side)
+    return st.composite(lambda draw: draw_condition(draw, inputs=inputs, leaves=leaves, max_depth=max_depth))()
+
+
+def draw_condition(draw: st.DrawFn, *, inputs: Sequence[str], leaves: Sequence[Expr], max_depth: int = 2) -> tuple:
+    """One mask of ``conditions``, drawn with ``draw`` directly."""
+    side = {"dtype": "int32", "inputs": inputs, "leaves": leaves, "max_depth": max_depth, "exact": True}
+    return (draw(st.sampled_from(COMPARISONS)), draw_expression(draw, **side), draw_expression(draw, **side))
 
 
 def boundary_hazards(expr: Expr, dtypes: Sequence[str], *, exact: bool = False) -> list[str]:

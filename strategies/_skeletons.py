@@ -10,6 +10,7 @@ step ``g`` by the inputs whose role is ``table``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import strategies as st
@@ -20,8 +21,8 @@ from strategies._expressions import (
     INEXACT,
     UNARY,
     WORK_DTYPES,
-    conditions,
-    expressions,
+    draw_condition,
+    draw_expression,
 )
 from strategies.blocks import tpu_block_shapes
 from strategies.grids import cdiv_grid
@@ -136,9 +137,15 @@ def _table(draw: st.DrawFn, grid: tuple[int, ...]) -> tuple[int, tuple[int, ...]
     return (a, tuple(draw(st.lists(st.integers(0, grid[a] - 1), min_size=grid[a], max_size=grid[a]))))
 
 
-def _masks(draw: st.DrawFn, count: int, cond: st.SearchStrategy, value: Any) -> tuple:
-    """Per array: None or (condition, value drawn from ``value``)."""
-    return tuple(draw(st.none() | st.tuples(cond, value)) for _ in range(count))
+def _masks(draw: st.DrawFn, count: int, cond: Callable[[], tuple], value: Callable[[], Any]) -> tuple:
+    """Per array: None, or (a condition, a value) from the two draw functions."""
+    return tuple((cond(), value()) if draw(st.booleans()) else None for _ in range(count))
+
+
+def _load_masks(draw: st.DrawFn, count: int, positions: list[tuple]) -> tuple:
+    """Masked loads with ``other``: the mask over positions only (no input is loaded yet)."""
+    return _masks(draw, count, lambda: draw_condition(draw, inputs=(), leaves=positions),
+                  lambda: draw(st.integers(-3, 3)))
 
 
 def _rolls(shape: tuple[int, ...], tile: tuple[int, ...]) -> list[tuple[int, int]]:
@@ -168,14 +175,12 @@ def draw_map(draw: st.DrawFn, budget: int, depth: int, masked_loads: bool) -> Pr
     positions = [("iota", a) for a in range(rank)] + [("pid", a) for a in range(rank)]
     leaves = positions + ([("tbl", table[0])] if table else [])
     rolls = _rolls(shape, block)
-    outputs = tuple((shape, d, draw(expressions(dtype=work(d), inputs=in_dtypes, leaves=leaves, max_depth=depth,
-                                                exact=narrows(d), rolls=rolls))) for d in out_dtypes)
-    cond = conditions(inputs=in_dtypes, leaves=positions)
-    stores = tuple(draw(st.none() | st.tuples(cond, expressions(dtype=work(d), inputs=in_dtypes, leaves=leaves,
-                                                                  max_depth=1, exact=narrows(d))))
-                   for d in out_dtypes)
-    where = conditions(inputs=(), leaves=positions)  # a load's mask: positions only (no input is loaded yet)
-    loads = _masks(draw, len(in_dtypes), where, st.integers(-3, 3)) if masked_loads else (None,) * len(in_dtypes)
+    outputs = tuple((shape, d, draw_expression(draw, dtype=work(d), inputs=in_dtypes, leaves=leaves, max_depth=depth,
+                                               exact=narrows(d), rolls=rolls)) for d in out_dtypes)
+    stores = tuple(_masks(draw, 1, lambda: draw_condition(draw, inputs=in_dtypes, leaves=positions),
+                          lambda d=d: draw_expression(draw, dtype=work(d), inputs=in_dtypes, leaves=leaves,
+                                                      max_depth=1, exact=narrows(d)))[0] for d in out_dtypes)
+    loads = _load_masks(draw, len(in_dtypes), positions) if masked_loads else (None,) * len(in_dtypes)
     loads = tuple(m if r == ("identity",) else None for m, r in zip(loads, roles, strict=True))
     # TPU interpret mode (JAX 0.12) cannot alias an array that is not a whole number of
     # blocks (docs/upstream-findings.md): aliases only where the blocks tile the array.
@@ -218,7 +223,7 @@ def draw_accumulate(draw: st.DrawFn, skeleton: str, budget: int, depth: int) -> 
         inputs.append((role_shape(role, shape, block), extra, role))
         dtypes.append(extra)
     leaves = [("iota", a) for a in range(rank)] + [("pid", a) for a in range(rank)]
-    expr = draw(expressions(dtype=wk, inputs=dtypes, leaves=leaves, max_depth=depth, exact=exact))
+    expr = draw_expression(draw, dtype=wk, inputs=dtypes, leaves=leaves, max_depth=depth, exact=exact)
     acc = draw(st.sampled_from(("scratch", "output"))) if out_dtype == wk else "scratch"
     outer = [a for a in range(rank) if a not in axes]
     order = _order(draw, outer, list(axes)) if skeleton == "accumulate" else _order(draw, list(range(rank)), [])
@@ -271,14 +276,13 @@ def draw_loop(draw: st.DrawFn, budget: int, depth: int, masked_loads: bool) -> P
     leaves = positions + ([("smem",)] if smem else [])
     chunk = (tile, block[1])
     rolls = [r for r in _rolls(shape, chunk) if r[0] == 1 or (stride == "none" and shape[0] % block[0] == 0)]
-    expr = draw(expressions(dtype=work(out_dtype), inputs=in_dtypes, leaves=leaves, max_depth=depth,
-                            exact=narrows(out_dtype), rolls=rolls))
-    cond = conditions(inputs=in_dtypes, leaves=positions)
+    expr = draw_expression(draw, dtype=work(out_dtype), inputs=in_dtypes, leaves=leaves, max_depth=depth,
+                           exact=narrows(out_dtype), rolls=rolls)
     plain = stride == "none"
-    stores = (draw(st.none() | st.tuples(cond, expressions(dtype=work(out_dtype), inputs=in_dtypes, leaves=leaves,
-                                                            max_depth=1, exact=narrows(out_dtype)))) if plain else None,)
-    where = conditions(inputs=(), leaves=positions)  # a load's mask: positions only (no input is loaded yet)
-    loads = _masks(draw, len(in_dtypes), where, st.integers(-3, 3)) if masked_loads and plain else (None,) * len(in_dtypes)
+    stores = _masks(draw, 1, lambda: draw_condition(draw, inputs=in_dtypes, leaves=positions),
+                    lambda: draw_expression(draw, dtype=work(out_dtype), inputs=in_dtypes, leaves=leaves, max_depth=1,
+                                            exact=narrows(out_dtype))) if plain else (None,)
+    loads = _load_masks(draw, len(in_dtypes), positions) if masked_loads and plain else (None,) * len(in_dtypes)
     return {"skeleton": "loop", "semantics": cfg["dimension_semantics"], "vmem_limit": draw(st.sampled_from(_VMEM_LIMITS)),
             "order": (0, 1), "shape": shape, "block": block, "grid": cfg["grid"], "table": None,
             "inputs": tuple((shape, d, ("identity",)) for d in in_dtypes), "outputs": ((shape, out_dtype, expr),),
@@ -301,8 +305,8 @@ def draw_dma(draw: st.DrawFn, budget: int, depth: int) -> Program:
     table = (0, tuple(draw(st.lists(st.integers(0, grid[0] - 1), min_size=grid[0], max_size=grid[0])))) \
         if source == ("table",) else None
     leaves = [("iota", 0), ("iota", 1), ("pid", 0)] + ([("tbl", 0)] if table else [])
-    expr = draw(expressions(dtype=work(out_dtype), inputs=in_dtypes, leaves=leaves, max_depth=depth,
-                            exact=narrows(out_dtype)))
+    expr = draw_expression(draw, dtype=work(out_dtype), inputs=in_dtypes, leaves=leaves, max_depth=depth,
+                           exact=narrows(out_dtype))
     roles = [("any", source)] + [("identity",)] * (len(in_dtypes) - 1)
     return {"skeleton": "dma", "semantics": cfg["dimension_semantics"][:1], "vmem_limit": draw(st.sampled_from(_VMEM_LIMITS)),
             "order": (0,), "shape": shape, "block": block, "grid": grid, "table": table,

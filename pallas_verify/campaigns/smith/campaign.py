@@ -87,6 +87,7 @@ class SmithOptions:
     stop_on: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "out_dir", Path(self.out_dir))  # a str is as good as a Path
         for field in ("slice_examples", "max_grid_points"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -103,7 +103,7 @@ def _retraced(value: Any, rule: Rule) -> Any:
     """Sub-jaxprs (``jit`` bodies such as ``jnp.where``'s, loop bodies, ``pl.when``
     branches) with the rule planted too. JAX 0.12 has no ``ClosedJaxpr`` class: a closed
     jaxpr is a ``core.Jaxpr`` carrying ``consts`` and ``in_avals``, recognised by those."""
-    if isinstance(value, tuple):
+    if type(value) is tuple:  # not a NamedTuple parameter such as gather's dimension numbers
         return tuple(_retraced(v, rule) for v in value)
     if not all(hasattr(value, a) for a in ("jaxpr", "consts", "in_avals")):  # a closed jaxpr (JAX 0.12: core.Jaxpr)
         return value
