@@ -70,6 +70,9 @@ __all__ = ["PROGRAM_DTYPES", "REDUCTIONS", "SKELETONS", "VALUE_RANGES", "input_v
            "program_hazards", "program_inputs", "program_productions", "role_shape"]
 
 SKELETONS = ("map", "reduce", "accumulate", "matmul", "loop", "dma")
+#: How often each skeleton is drawn, relative to the others: the ones with the most surface
+#: (index maps, masks, tables; state across steps; strided slices; DMAs) more often.
+_WEIGHTS = {"map": 3, "reduce": 1, "accumulate": 2, "matmul": 1, "loop": 2, "dma": 2}
 VALUE_RANGES = ("mixed", "negative", "positive", "offset", "extreme")
 _OFFSETS = {"int32": (1000, -1000, 2**20, -(2**20), 2**30, -(2**30)), "int8": (50, -50, 100, -100),
             "float16": (100.0, -100.0, 2.0**10, -(2.0**10)), "float8_e4m3fn": (16.0, -16.0, 128.0, -128.0),
@@ -91,9 +94,11 @@ def pallas_programs(*, skeletons: tuple[str, ...] = SKELETONS, max_grid_points: 
 
         raise InvalidStrategyValue(f"pallas_programs(skeletons={skeletons!r}): choose a non-empty tuple from {SKELETONS}.")
 
+    weighted = tuple(s for s in SKELETONS for _ in range(_WEIGHTS[s]) if s in skeletons)
+
     @st.composite
     def draw_program(draw: st.DrawFn) -> Program:
-        skeleton = draw(st.sampled_from(skeletons))
+        skeleton = draw(st.sampled_from(weighted))
         if skeleton == "map":
             return draw_map(draw, max_grid_points, max_depth, masked_loads)
         if skeleton in ("reduce", "accumulate"):
