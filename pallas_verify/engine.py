@@ -25,6 +25,7 @@ others were judged, and shrinking one backend's bug would be steered by another'
 from __future__ import annotations
 
 import dataclasses
+import operator
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -108,6 +109,7 @@ class _Search:
     shrink_steps: int = 0
     shrink: _ShrinkProgress = dataclasses.field(default_factory=lambda: _ShrinkProgress())
     stop: Callable[[], bool] | None = None
+    modes: st.SearchStrategy[Any] | None = None  # the mode draw (default: the backend's own modes())
     last_found: dict[str, _Found] = dataclasses.field(default_factory=dict)  # per kind, the latest failure
 
     def example(self, data: st.DataObject) -> None:
@@ -115,7 +117,7 @@ class _Search:
         base = inputs = tuple(np.asarray(x) for x in _draw(data, self.spec.inputs(config), "inputs", tuple))
         if self.transform is not None:
             inputs = self._extend(data, config, inputs)
-        mode = data.draw(self.backend.modes(), label="mode")
+        mode = data.draw(self.modes if self.modes is not None else self.backend.modes(), label="mode")
         key = example_key(config, inputs) + repr(mode)
         if key in self.seen:  # Hypothesis replays the minimal example: no need to rerun it
             raise self.seen[key]
@@ -243,6 +245,7 @@ def verify(
     static: bool = True,
     stop: Callable[[], bool] | None = None,
     metamorphic: bool = True,
+    aligned: bool = False,
 ) -> Report:
     """Search ``spec``'s configs and inputs for findings on ``backends`` (None: all).
 
@@ -252,6 +255,10 @@ def verify(
     example runs (a campaign's budget or cancel), and the failures found so far are reported.
     ``metamorphic``: False skips the reruns of TPU interpret mode with one knob changed
     (a campaign that draws every mode per example and judges each against the reference).
+    ``aligned``: every search draws the modes of all the backends (using its own), so all
+    searches draw the same choices and run the same configs and inputs until one fails:
+    the executing backends are then compared with each other on every example (the
+    backend-divergence oracle), not only where their draws happen to coincide.
     """
     if not isinstance(spec, KernelSpec):
         raise InvalidSpec(f"spec={spec!r} must be a pallas_verify.KernelSpec.")
@@ -263,11 +270,13 @@ def verify(
     report.kernels.append(kernel_entry(spec))
     runnable = _plan(spec, chosen, report)
     options = {"profile": profile, "max_examples": max_examples, "seed": seed, "database": database}
+    every_mode = st.tuples(*(b.modes() for b in runnable)) if aligned else None
     with Runner(spec, timeout_s=timeout_s, isolate=isolate, metamorphic=metamorphic) as runner:
         grid = StaticLedger(runner.start_static, runner.static_notes, started) if static else None
-        for backend in runnable:
+        for i, backend in enumerate(runnable):
+            modes = every_mode.map(operator.itemgetter(i)) if every_mode is not None else None
             searches = [_Search(spec, backend, runner, shrink_budget_s, static=grid, transform=t, kernel_started=started,
-                                stop=stop) for t in (None, *spec.transforms)]
+                                stop=stop, modes=modes) for t in (None, *spec.transforms)]
             for cap in (*_ROUNDS, None):  # the searches take turns: see the module docstring
                 for search in (s for s in searches if not s.done):
                     search.found = _run_search(search, cap=cap, **options)

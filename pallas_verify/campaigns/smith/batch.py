@@ -20,12 +20,7 @@ from typing import Any
 
 from pallas_verify.execution import Work
 
-__all__ = ["Batch", "run_batch", "run_unit"]
-
-#: The module-level specs a unit may name (workers load them by reference).
-SPEC_REFS = {"SPEC": "pallas_verify.campaigns.smith.spec:SPEC",
-             "SPEC_MASKED_LOADS": "pallas_verify.campaigns.smith.spec:SPEC_MASKED_LOADS"}
-
+__all__ = ["run_batch", "run_unit"]
 
 def _stopper(stop_at: float, stop_file: str | None) -> Callable[[], bool]:
     def stop() -> bool:
@@ -50,8 +45,11 @@ def run_batch(spec: Any, backends: list[str], examples: int, seed: int, *, timeo
     smith_spec.DRAWN.clear()
     # No example database across batches: a failure found once would be replayed and
     # shrunk again by every later batch of the campaign (its signature is known already).
+    # Aligned: every backend runs the same programs on the same inputs, so each is also
+    # compared with the others bit for bit (the reference is computed once per program).
     report = verify(spec, backends, examples, seed, out_dir=out, timeout_s=timeout_s, isolate=isolate,
-                    shrink_budget_s=shrink_s, database=InMemoryExampleDatabase(), stop=stop, metamorphic=False)
+                    shrink_budget_s=shrink_s, database=InMemoryExampleDatabase(), stop=stop, metamorphic=False,
+                    aligned=True)
     coverage = {hashlib.sha1(source.encode()).hexdigest(): sorted(set(program_productions(program)))
                 for source, program in smith_spec.DRAWN.items()}
     checked = [recheck(f, spec, isolate=isolate, timeout_s=timeout_s) for f in report.findings]
@@ -71,5 +69,3 @@ def run_unit(work: Work) -> dict[str, Any]:
     return run_batch(load_spec(work.spec_ref), list(work.backends), int(work.max_examples or 1), int(work.seed or 0),
                      timeout_s=p["timeout_s"], isolate="auto", shrink_s=p["shrink_s"], stop=stop)
 
-
-Batch = dict[str, Any]

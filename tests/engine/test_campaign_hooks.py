@@ -1,4 +1,5 @@
-"""verify's ``stop``: a caller's budget ends a search after its current example, keeping its findings."""
+"""verify's hooks for campaigns: ``stop`` ends a search after its current example, keeping
+its findings; ``aligned`` makes every backend's search run the same examples."""
 
 from __future__ import annotations
 
@@ -41,3 +42,19 @@ def test_a_clean_search_stops_after_its_first_example(tmp_path: Path) -> None:
                     stop=lambda: True)
     assert report.findings == []
     assert report.results[0].examples == 1
+
+
+def test_aligned_searches_run_the_same_examples_on_every_backend(tmp_path: Path, monkeypatch) -> None:
+    from pallas_verify import runner
+
+    seen: dict[str, list[str]] = {}
+    check = runner.Runner.check
+
+    def spy(self, config, inputs, backend, mode, transform=None, **kw):  # type: ignore[no-untyped-def]
+        seen.setdefault(backend.name, []).append(runner.example_key(config, inputs))
+        return check(self, config, inputs, backend, mode, transform, **kw)
+
+    monkeypatch.setattr(runner.Runner, "check", spy)
+    verify(_spec(0.0), ["interpret", "tpu_interpret"], 5, 3, isolate="never", static=False, out_dir=tmp_path,
+           metamorphic=False, aligned=True)
+    assert seen["interpret"] == seen["tpu_interpret"] and len(seen["interpret"]) == 5
