@@ -149,6 +149,14 @@ def _masks(draw: st.DrawFn, count: int, cond: Callable[[], tuple], value: Callab
     return tuple((cond(), value()) if draw(st.booleans()) else None for _ in range(count))
 
 
+def _masked_store_ok(tile: tuple[int, ...]) -> bool:
+    """Whether a masked store over ``tile`` is judged right by TPU interpret mode (JAX
+    0.12): it checks a masked store's bounds along the first axis for every axis, so a
+    tile with a trailing dim shorter than its first raises a false "Out-of-bounds masked
+    swap" (docs/upstream-findings.md)."""
+    return all(n >= tile[0] for n in tile[1:])
+
+
 def _load_masks(draw: st.DrawFn, count: int, positions: list[tuple]) -> tuple:
     """Masked loads with ``other``: the mask over positions only (no input is loaded yet)."""
     return _masks(draw, count, lambda: draw_condition(draw, inputs=(), leaves=positions),
@@ -184,9 +192,11 @@ def draw_map(draw: st.DrawFn, budget: int, depth: int, masked_loads: bool) -> Pr
     rolls = _rolls(shape, block)
     outputs = tuple((shape, d, draw_expression(draw, dtype=work(d), inputs=in_dtypes, leaves=leaves, max_depth=depth,
                                                exact=narrows(d), rolls=rolls)) for d in out_dtypes)
+    masked = _masked_store_ok(block)
     stores = tuple(_masks(draw, 1, lambda: draw_condition(draw, inputs=in_dtypes, leaves=positions),
                           lambda d=d: draw_expression(draw, dtype=work(d), inputs=in_dtypes, leaves=leaves,
-                                                      max_depth=1, exact=narrows(d)))[0] for d in out_dtypes)
+                                                      max_depth=1, exact=narrows(d)))[0] if masked else None
+                   for d in out_dtypes)
     loads = _load_masks(draw, len(in_dtypes), positions) if masked_loads else (None,) * len(in_dtypes)
     loads = tuple(m if r == ("identity",) else None for m, r in zip(loads, roles, strict=True))
     # TPU interpret mode (JAX 0.12) cannot alias an array that is not a whole number of
@@ -288,7 +298,7 @@ def draw_loop(draw: st.DrawFn, budget: int, depth: int, masked_loads: bool) -> P
     plain = stride == "none"
     stores = _masks(draw, 1, lambda: draw_condition(draw, inputs=in_dtypes, leaves=positions),
                     lambda: draw_expression(draw, dtype=work(out_dtype), inputs=in_dtypes, leaves=leaves, max_depth=1,
-                                            exact=narrows(out_dtype))) if plain else (None,)
+                                            exact=narrows(out_dtype))) if plain and _masked_store_ok(chunk) else (None,)
     loads = _load_masks(draw, len(in_dtypes), positions) if masked_loads and plain else (None,) * len(in_dtypes)
     return {"skeleton": "loop", "semantics": cfg["dimension_semantics"], "vmem_limit": draw(st.sampled_from(_VMEM_LIMITS)),
             "order": (0, 1), "shape": shape, "block": block, "grid": cfg["grid"], "table": None,
@@ -301,7 +311,10 @@ def draw_dma(draw: st.DrawFn, budget: int, depth: int) -> Program:
     whose DMAs share one semaphore or have one each, waited in order or in reverse, from
     a block chosen at run time (the step's own, reversed, offset, or a scalar-prefetch
     table's entry)."""
-    in_dtypes, out_dtype = _dtypes(draw, 1, 2), draw(DTYPE)
+    # The HLO interpreter's compile of float8 copies in several chunks can take minutes
+    # (JAX 0.12, docs/upstream-findings.md): the copied input is not float8.
+    in_dtypes = [draw(DTYPE.filter(lambda d: "float8" not in d)), *_dtypes(draw, 0, 1)]
+    out_dtype = draw(DTYPE)
     cfg = _rows(draw, False, budget, [*in_dtypes, out_dtype])
     shape, grid = (cfg["rows"], cfg["cols"]), (cfg["grid"][0],)
     block = (cfg["block_rows"], cfg["cols"])

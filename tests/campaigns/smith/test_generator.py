@@ -30,3 +30,11 @@ def test_an_inexact_value_at_a_boundary_is_a_hazard() -> None:
 @given(pallas_programs())
 def test_no_drawn_program_sends_an_inexact_value_to_a_boundary(program: dict) -> None:
     assert program_hazards(program) == [], program
+    # ...nor meets a known upstream limitation (docs/upstream-findings.md): a masked store over
+    # a tile with a trailing dim shorter than its first (TPU interpret mode's false
+    # out-of-bounds error), a float8 copied in DMA chunks (the HLO interpreter's slow compile).
+    if any(program.get("store_masks") or ()):
+        tile = (program["step_rows"], program["block"][1]) if program["skeleton"] == "loop" else program["block"]
+        assert all(n >= tile[0] for n in tile[1:]), program
+    if program["skeleton"] == "dma":
+        assert "float8" not in program["inputs"][0][1]
