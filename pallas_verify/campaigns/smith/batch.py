@@ -4,7 +4,7 @@ finding re-run and classified (``recheck``) before it goes back to the campaign.
 A batch runs in the campaign's process (``isolate="never"``: what tests that patch an
 interpreter need) or as a unit of work in an executor's worker process (``run_unit``);
 either way its outcome is the same plain dict (``execution.units.ship_reproducers``'s,
-plus ``started``, ``coverage`` and ``noise``), so the campaign folds both alike. A batch
+plus ``started``, ``coverage``, ``noise`` and ``lost``), so the campaign folds both alike. A batch
 stops on its own, after the case it is running, once ``stop_at`` (a wall-clock time) has
 passed or the campaign has created ``stop_file`` (a cancel): what it found so far is kept.
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 from pallas_verify.execution import Work
 
-__all__ = ["run_batch", "run_unit"]
+__all__ = ["route", "run_batch", "run_unit"]
 
 def _stopper(stop_at: float, stop_file: str | None) -> Callable[[], bool]:
     def stop() -> bool:
@@ -35,7 +35,7 @@ def run_batch(spec: Any, backends: list[str], examples: int, seed: int, *, timeo
     from hypothesis.database import InMemoryExampleDatabase
 
     from pallas_verify.campaigns.smith import spec as smith_spec
-    from pallas_verify.campaigns.smith.recheck import NOISE, recheck
+    from pallas_verify.campaigns.smith.recheck import recheck
     from pallas_verify.engine import verify
     from pallas_verify.execution.units import ship_reproducers
     from strategies.programs import program_productions
@@ -52,11 +52,27 @@ def run_batch(spec: Any, backends: list[str], examples: int, seed: int, *, timeo
                     aligned=True)
     coverage = {hashlib.sha1(source.encode()).hexdigest(): sorted(set(program_productions(program)))
                 for source, program in smith_spec.DRAWN.items()}
-    checked = [recheck(f, spec, isolate=isolate, timeout_s=timeout_s) for f in report.findings]
-    report.findings = [f for f in checked if f.evidence.get("recheck") != NOISE]
-    noise = [{"kind": f.kind, "backend": f.backend, "why": f.evidence.get("recheck_why", ""),
-              "program": repr(f.config.get("program"))} for f in checked if f.evidence.get("recheck") == NOISE]
-    return {**ship_reproducers(report, out), "started": started, "coverage": coverage, "noise": noise}
+    report.findings, noise, lost = route([recheck(f, spec, isolate=isolate, timeout_s=timeout_s) for f in report.findings])
+    return {**ship_reproducers(report, out), "started": started, "coverage": coverage, "noise": noise, "lost": lost}
+
+
+def route(checked: list[Any]) -> tuple[list[Any], list[dict[str, str]], list[str]]:
+    """Rechecked findings as (findings, noise, lost): a ``reference-dependent`` one is the
+    generator's noise; a crash whose case then ran clean is the machine's (a worker killed
+    from outside, memory exhausted), a lost case rather than a finding; the rest are findings."""
+    from pallas_verify.campaigns.smith.recheck import NOISE
+
+    findings, noise, lost = [], [], []
+    for f in checked:
+        verdict = f.evidence.get("recheck")
+        if verdict == NOISE:
+            noise.append({"kind": f.kind, "backend": f.backend, "why": f.evidence.get("recheck_why", ""),
+                          "program": repr(f.config.get("program"))})
+        elif verdict == "flaky" and f.kind == "crash":
+            lost.append(f"a case on {f.backend} was lost: {f.message.splitlines()[0][:200]}; it ran clean again")
+        else:
+            findings.append(f)
+    return findings, noise, lost
 
 
 def run_unit(work: Work) -> dict[str, Any]:

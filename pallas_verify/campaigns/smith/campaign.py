@@ -190,6 +190,9 @@ class _Campaign:
                 run.sources.add(digest)
                 run.coverage.update(productions)
         run.noise += result["noise"]
+        for why in result.get("lost", ()):
+            run.lost.append(why)
+            self.progress.note(f"{self.elapsed:7.1f} s  {why}")
         for f in absorb(run, part, self.options.out_dir, _interpreters(self.backends)):
             self.progress.note(f"[{f.kind}] on {f.backend} after {f.elapsed_s:.1f} s ({f.evidence.get('recheck')}): "
                                f"{f.message.splitlines()[0][:160]} ({f.reproducer})")

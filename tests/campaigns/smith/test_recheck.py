@@ -58,3 +58,18 @@ _MASKED = {"skeleton": "map", "semantics": ("arbitrary",), "vmem_limit": None, "
            "grid": (1,), "order": (0,), "table": None, "inputs": (((128,), "float32", ("identity",)),),
            "outputs": (((128,), "float32", ("where", "lt", ("iota", 0), ("const", "int32", 3), ("in", 0),
                                             ("const", "float32", 0))),), "alias": False}
+
+
+def test_a_crash_that_runs_clean_again_is_a_lost_case_not_a_finding() -> None:
+    from pallas_verify.campaigns.smith.batch import route
+    from pallas_verify.findings import Finding
+
+    def finding(kind: str, verdict: str) -> Finding:
+        return Finding(kind=kind, kernel="smith", backend="tpu_interpret", message=f"{kind} message",
+                       config={"program": _MASKED}, evidence={"recheck": verdict, "recheck_why": "why"})
+
+    findings, noise, lost = route([finding("crash", "flaky"), finding("crash", "reproduces"),
+                                   finding("mismatch", "flaky"), finding("mismatch", NOISE)])
+    assert [(f.kind, f.evidence["recheck"]) for f in findings] == [("crash", "reproduces"), ("mismatch", "flaky")]
+    assert [n["kind"] for n in noise] == ["mismatch"]
+    assert lost == ["a case on tpu_interpret was lost: crash message; it ran clean again"]
