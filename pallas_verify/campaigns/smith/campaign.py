@@ -167,6 +167,10 @@ class _Campaign:
         return (self.seed + self.batches - 1) % 2**32
 
     def shrink_s(self) -> float:
+        """Seconds to shrink a finding: a third of what is left (5 to 60), or 5 when the
+        campaign ends at its first finding anyway (its time to that finding is the figure)."""
+        if self.options.stop_on:
+            return 5.0
         return max(5.0, min(60.0, (self.options.budget_s - self.elapsed) / 3))
 
     def fold(self, result: dict[str, Any]) -> None:

@@ -238,14 +238,14 @@ def _stride_dropped(slice_or_idx: Any) -> Any:
     return slice(start, start + size, 1)
 
 
-def _all_cores_run_core_zero(jaxpr: Any, token: Any, device_id: Any, num_threads: Any, consts: Any, invals: Any, *,
-                             on_exception: Any) -> Any:
-    """Every core runs core 0's share of the grid (the core id handed to each is 0)."""
+def _only_core_zero_runs(jaxpr: Any, token: Any, device_id: Any, num_threads: Any, consts: Any, invals: Any, *,
+                         on_exception: Any) -> Any:
+    """Of the cores of a device only the first runs its share of the grid (the others'
+    threads are never started): their output blocks are never written."""
     consts = jax.tree.map(np.array, consts)
     invals = jax.tree.map(np.array, invals)
-    for _ in range(int(num_threads)):
-        flat, _ = jax.tree.flatten((jnp.int32(0), *invals))
-        thread_map._run_jaxpr(jaxpr, consts, *flat)
+    flat, _ = jax.tree.flatten((jnp.int32(0), *invals))
+    thread_map._run_jaxpr(jaxpr, consts, *flat)
     return token
 
 
@@ -308,8 +308,8 @@ MUTANTS: dict[str, Mutant] = {
                                           _attr(shared_memory.SharedMemory, "swap_buffer_content", _first_row_mask)),
     "strided_range_contiguous": Mutant("tpu_interpret", "ref ranges (utils._transform_slice_or_index)",
                                        _attr(interpret_utils, "_transform_slice_or_index", _stride_dropped)),
-    "cores_run_core_zero": Mutant("tpu_interpret", "running the grid on several cores (thread_map)",
-                                  _attr(thread_map, "_thread_map_callback", _all_cores_run_core_zero)),
+    "second_core_never_runs": Mutant("tpu_interpret", "running the grid on several cores (thread_map)",
+                                     _attr(thread_map, "_thread_map_callback", _only_core_zero_runs)),
 }
 
 

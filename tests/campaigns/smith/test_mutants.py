@@ -152,7 +152,7 @@ _SHOWN: dict[str, tuple[Callable[[Any], tuple[Any, Any]], Any]] = {
     "dma_signals_twice": (_dma_chunks, _TPU),
     "masked_store_first_row_mask": (_masked_store, _TPU),
     "strided_range_contiguous": (_strided_load, _TPU),
-    "cores_run_core_zero": (_parallel, pltpu.InterpretParams(num_cores_or_threads=2)),
+    "second_core_never_runs": (_parallel, pltpu.InterpretParams(num_cores_or_threads=2)),
 }
 
 
