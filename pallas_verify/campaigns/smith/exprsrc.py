@@ -83,7 +83,9 @@ def expression_source(expr: tuple, names: Names) -> str:
     if head == "cast":
         inner = expression_source(expr[2], names)
         if expr[1] == "int32" and expression_dtype(expr[2], names.dtypes) not in ("int32", "int8"):
-            inner = f"jnp.clip(jnp.nan_to_num({inner}), {_INT32_SAFE[0]}, {_INT32_SAFE[1]})"
+            # in float32: the bounds do not fit a narrower float (numpy warns on the overflow)
+            inner = f"jnp.clip(jnp.nan_to_num(lax.convert_element_type({inner}, jnp.float32)), {_INT32_SAFE[0]}, " \
+                f"{_INT32_SAFE[1]})"
         return f"lax.convert_element_type({inner}, jnp.{expr[1]})"
     if head == "bitcast":
         inner = expression_source(expr[2], names)

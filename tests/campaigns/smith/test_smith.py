@@ -59,13 +59,15 @@ def test_a_planted_interpreter_bug_is_found_and_shrunk(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("mutant", "skeletons", "programs"), [
     ("iota_wrong_axis_rank3", ("map", "reduce", "accumulate"), 40),
     ("masked_select_ignores_other", ("reduce", "accumulate"), 40),
-    ("ragged_padding_last_dim_only", ("map",), 20),
+    ("reduce_max_int32_identity", ("reduce", "accumulate"), 60),
+    ("masked_store_mask_one_lane_off", ("map", "loop"), 60),
     ("strided_gather_from_zero", ("loop",), 30),
 ])
 def test_each_planted_bug_is_found_within_a_small_budget(mutant: str, skeletons: tuple[str, ...], programs: int,
                                                         tmp_path: Path) -> None:
     """The generator draws what exposes each class of backend bug (a rank-3 iota, a masked
-    sum whose fill matters, a row shifted in a ragged last block, a strided store) within a
+    sum whose fill matters, an int32 max over an all-negative or empty row, a masked store
+    over positions, a strided store) within a
     few dozen programs of the skeletons where that class lives. The rest of the planted
     bugs, and how fast whole campaigns find each, are measured by benchmarks/smith.py."""
     spec = generated_spec(skeletons=skeletons, max_grid_points=4)
