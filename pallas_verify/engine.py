@@ -25,10 +25,13 @@ others were judged, and shrinking one backend's bug would be steered by another'
 from __future__ import annotations
 
 import dataclasses
+import operator
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from hypothesis import strategies as st
 
 from pallas_verify.backends import registry
 from pallas_verify.backends.base import Backend
@@ -72,6 +75,9 @@ def verify(
     static: bool = True,
     progress: LiveProgress | None = None,
     on_finding: Callable[[Finding], Any] | None = None,
+    stop: Callable[[], bool] | None = None,
+    metamorphic: bool = True,
+    aligned: bool = False,
 ) -> Report:
     """Search ``spec``'s configs and inputs for findings on ``backends`` (None: all).
 
@@ -86,6 +92,14 @@ def verify(
     ``on_finding``, when given, is called with each finding the moment its first failing
     example shows it, before shrinking (``evidence["provisional"]`` says so), with a
     reproducer of that example: a caller cut short later still has it.
+    ``stop``: polled before each example after a search's first; once it returns True no
+    example runs (a campaign's budget or cancel), and the failures found so far are reported.
+    ``metamorphic``: False skips the reruns of TPU interpret mode with one knob changed
+    (a campaign that draws every mode per example and judges each against the reference).
+    ``aligned``: every search draws the modes of all the backends (using its own), so all
+    searches draw the same choices and run the same configs and inputs until one fails:
+    the executing backends are then compared with each other on every example (the
+    backend-divergence oracle), not only where their draws happen to coincide.
     """
     if not isinstance(spec, KernelSpec):
         raise InvalidSpec(f"spec={brief(spec)} must be a pallas_verify.KernelSpec.")
@@ -98,8 +112,9 @@ def verify(
     options = {"profile": profile, "max_examples": max_examples, "seed": seed, "database": database}
     if progress is not None:
         progress.kernel(spec.name, len(runnable) * (1 + len(spec.transforms)), report.results)
-    stop: Interrupted | None = None
-    with Runner(spec, timeout_s=timeout_s, isolate=isolate) as runner:
+    interrupted: Interrupted | None = None
+    every_mode = st.tuples(*(b.modes() for b in runnable)) if aligned else None
+    with Runner(spec, timeout_s=timeout_s, isolate=isolate, metamorphic=metamorphic) as runner:
         grid = StaticLedger(runner.tracer.static, runner.tracer.notes, started) if static else None
         searches: list[Search] = []
 
@@ -109,10 +124,11 @@ def verify(
                                    provisional=True)[0])
 
         try:
-            for backend in runnable:
+            for i, backend in enumerate(runnable):
+                modes = every_mode.map(operator.itemgetter(i)) if every_mode is not None else None
                 searches = [Search(spec, backend, runner, shrink_budget_s, static=grid, transform=t,
-                                    kernel_started=started, progress=progress,
-                                    early=early if on_finding is not None else None)
+                                   kernel_started=started, progress=progress,
+                                   early=early if on_finding is not None else None, stop=stop, modes=modes)
                             for t in (None, *spec.transforms)]
                 for cap in (*_ROUNDS, None):  # the searches take turns: see the module docstring
                     for search in (s for s in searches if not s.done):
@@ -130,7 +146,7 @@ def verify(
                         progress.cell(report.results[-1], len(findings))
                 runner.release(backend.name)
         except KeyboardInterrupt as exc:  # keep what finished; the rest is marked interrupted
-            stop = _stopped(exc, spec, runnable, searches, runner, report, Path(out_dir))
+            interrupted = _stopped(exc, spec, runnable, searches, runner, report, Path(out_dir))
         if grid is not None:  # the kernel's own findings: reported once, before the backends'
             report.findings[:0] = _finish(list(grid.found.values()), None, runner, Path(out_dir))
         notes = [*sorted(runner.references.notes), *runner.reruns.notes()]
@@ -151,10 +167,10 @@ def verify(
     if static_kinds:
         report.results = [_with_static(r, static_kinds) for r in report.results]
     report.seconds = time.perf_counter() - started
-    if stop is not None:
+    if interrupted is not None:
         report.interrupted = True
-        stop.report = report
-        raise stop
+        interrupted.report = report
+        raise interrupted
     return report
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pallas_verify.errors import InvalidSpec
 from pallas_verify.findings import Finding
 from pallas_verify.profiles import profile_settings
-from pallas_verify.search import BadSpec, Found, Search
+from pallas_verify.search import BadSpec, Found, Search, Stopped
 
 __all__ = ["merge", "run_search"]
 
@@ -64,6 +64,8 @@ def _run_round(
     run = settings(run)  # after @seed, which would turn the database off
     try:
         run()
+    except Stopped:
+        return merge(list(search.last_found.values()))
     except BadSpec as exc:
         prefix = f"KernelSpec {search.spec.name!r}: "
         raise InvalidSpec(str(exc) if str(exc).startswith(prefix) else prefix + str(exc)) from None

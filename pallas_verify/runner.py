@@ -63,6 +63,7 @@ class Runner:
     timeout_s: float = 120.0
     isolate: str = "auto"
     cache_size: int = 256
+    metamorphic: bool = True  # False: no reruns with one interpreter knob changed
 
     def __post_init__(self) -> None:
         self.spec_ref = spec_ref(self.spec)
@@ -130,7 +131,7 @@ class Runner:
         key = example_key(config, inputs) + (f"+{transform}" if transform else "")
         case = Case(spec=self.spec, config=config, inputs=inputs, backend=backend.name, mode=mode, transform=transform)
         running = self.sandbox.submit(case, backend)  # the worker runs the kernel while the reference is computed here
-        ahead = None if witness else self.reruns.ahead(backend, case)  # and, on a spare core, its rerun
+        ahead = None if witness or not self.metamorphic else self.reruns.ahead(backend, case)  # and, on a spare core, its rerun
         try:
             return self._judge(key, case, backend, running, ahead, witness=witness)
         finally:
@@ -160,7 +161,8 @@ class Runner:
         found, table = judge_outcome(judged, outcome, expected, paths, truth)
         if found or not outcome.ok:
             return Verdict(_with_schedule(found, outcome), _mismatched(found, judged, outcome, expected, table))
-        found, blame = self.reruns.findings(backend, case, outcome, paths, ahead) if not witness else ([], {})
+        found, blame = (self.reruns.findings(backend, case, outcome, paths, ahead) if self.metamorphic and not witness
+                        else ([], {}))
         if not found and backend.executes and transform is None:
             found = self._divergence(key, case, outcome, paths, expected, truth)
         if not found and backend.executes and transforms.rule(transform).per_example:

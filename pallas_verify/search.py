@@ -31,7 +31,7 @@ from pallas_verify.tracer import Traced
 if TYPE_CHECKING:
     from pallas_verify.reports.live import LiveProgress
 
-__all__ = ["INPUT_BLIND", "BadSpec", "Found", "Search", "ShrinkProgress", "StaticLedger", "found_type"]
+__all__ = ["INPUT_BLIND", "BadSpec", "Found", "Search", "ShrinkProgress", "StaticLedger", "Stopped", "found_type"]
 
 
 class Found(Exception):
@@ -50,6 +50,13 @@ def found_type(kind: str) -> type[Found]:
     if kind not in _ORIGINS:
         _ORIGINS[kind] = type(f"Found_{kind}", (Found,), {})
     return _ORIGINS[kind]
+
+
+class Stopped(BaseException):
+    """Raised inside a search to end it at once when its budget is spent (the caller's
+    ``stop``, or the shrink budget): Hypothesis lets a BaseException through without
+    shrinking it, where returning early would still pay a draw for every remaining
+    shrink step. The search reports the last failure of each kind it saw."""
 
 
 class BadSpec(Exception):
@@ -82,17 +89,22 @@ class Search:
     progress: LiveProgress | None = None
     uniform: SameSignature = dataclasses.field(default_factory=lambda: SameSignature(kinds=INPUT_BLIND))
     early: Callable[[Finding, dict[str, Any], float, int], None] | None = None  # each kind's first failure
+    stop: Callable[[], bool] | None = None
+    modes: st.SearchStrategy[Any] | None = None  # the mode draw (default: the backend's own modes())
+    last_found: dict[str, Found] = dataclasses.field(default_factory=dict)  # per kind, the latest failure
 
     def example(self, data: st.DataObject) -> None:
         config = _draw(data, self.spec.configs, "configs", dict)
         base = inputs = tuple(np.asarray(x) for x in _draw(data, self.spec.inputs(config), "inputs", tuple))
         if self.transform is not None:
             inputs = self._extend(data, config, inputs)
-        mode = data.draw(self.backend.modes(), label="mode")
+        mode = data.draw(self.modes if self.modes is not None else self.backend.modes(), label="mode")
         key = example_key(config, inputs) + repr(mode)
         if key in self.seen:  # Hypothesis replays the minimal example: no need to rerun it
             raise self.seen[key]
-        if key in self.passed or self._shrink_over_budget() or self.unsupported or self.shrink.stopped:
+        if self._shrink_over_budget() or (self.examples and self.stop is not None and self.stop()):
+            raise Stopped  # nothing left to run: end Hypothesis's run instead of drawing again and again
+        if key in self.passed or self.unsupported or self.shrink.stopped:
             return  # stop shrinking (or searching): every new candidate is uninteresting
         generating = self._generating()
         if generating and self.examples >= self.max_examples:
@@ -132,7 +144,7 @@ class Search:
                     if self.early is not None:
                         self.early(f, example, now, self.examples)
             found = found_type(findings[0].kind)(findings, example)
-            self.seen[key] = found
+            self.seen[key] = self.last_found[findings[0].kind] = found
             if all(f.evidence.get("shrink_stopped") for f in findings):  # e.g. a shape mismatch: nothing to shrink
                 self.shrink.stopped = str(findings[0].evidence["shrink_stopped"])
             raise found
