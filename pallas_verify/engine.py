@@ -1,4 +1,5 @@
-"""The Hypothesis loop: draw a config, inputs and a mode; run; check; shrink; report.
+"""``verify``: plan a spec's searches, let them take turns, and assemble the report (one
+search's examples are search.py's, its rounds under Hypothesis rounds.py's).
 
 ``verify`` runs, per backend (cheapest first), one search of the bare kernel and one per
 transform in ``spec.transforms``:
@@ -144,7 +145,7 @@ def verify(
                                           dataclasses.replace(result, grid_coverage=coverage.figure()))
                     if progress is not None:
                         progress.cell(report.results[-1], len(findings))
-                runner.release(backend.name)
+                runner.sandbox.release(backend.name)
         except KeyboardInterrupt as exc:  # keep what finished; the rest is marked interrupted
             interrupted = _stopped(exc, spec, runnable, searches, runner, report, Path(out_dir))
         if grid is not None:  # the kernel's own findings: reported once, before the backends'
@@ -180,12 +181,12 @@ def _finish(found: list[tuple[Finding, dict[str, Any], float, int]], shrink_stop
     the inputs their example carries (``blame``; a search blames only the findings it
     reports, not every failing example) and with a reproducer; ``provisional``: a first
     failing example, sent before shrinking (not blamed)."""
-    from pallas_verify.reports.reproduce import write_reproducer
+    from pallas_verify.reports.reproducer import write_reproducer
 
     done = []
     for finding, example, seconds, examples in found:
         if blame and not provisional:
-            finding = runner.blame(finding, example.get("blame", {}).get(finding.kind))
+            finding = runner.tracer.blame(finding, example.get("blame", {}).get(finding.kind))
         evidence = {**finding.evidence, "examples_to_detect": examples}
         if provisional:
             evidence["provisional"] = "the first failing example, before shrinking"

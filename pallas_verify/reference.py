@@ -40,7 +40,7 @@ from pallas_verify.keys import Lru, bound_key
 from pallas_verify.spec import KernelSpec
 
 __all__ = ["Bound", "Expected", "NoGroundTruth", "References", "Truth", "bound", "ground_truth", "reduction_depth",
-           "reference_outputs", "spec_truth"]
+           "reference_outputs", "reference_truth"]
 
 Arrays = Sequence[np.ndarray]
 # Reductions whose rounding error grows with the number of terms (max/min/argmax are exact).
@@ -130,14 +130,16 @@ def bound(reference: Callable[..., Any], config: Mapping[str, Any], transform: s
     return _BOUND.get_or_make(bound_key(reference, config, transform), make)
 
 
-def reference_outputs(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
-    """The reference's outputs (numpy, flattened) and their paths (``out``, ``out[1]``...)."""
-    return bound(spec.reference, config).outputs(inputs)
+def reference_outputs(reference: Callable[..., Any], config: Mapping[str, Any],
+                      inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
+    """A spec's ``reference`` outputs (numpy, flattened) on one example, and their paths
+    (``out``, ``out[1]``...)."""
+    return bound(reference, config).outputs(inputs)
 
 
-def spec_truth(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> Truth:
-    """The ground truth of ``spec.reference`` on one example."""
-    return bound(spec.reference, config).truth(inputs)
+def reference_truth(reference: Callable[..., Any], config: Mapping[str, Any], inputs: Arrays) -> Truth:
+    """The ground truth of a spec's ``reference`` on one example."""
+    return bound(reference, config).truth(inputs)
 
 
 def ground_truth(fn: Callable[..., Any], inputs: Arrays) -> Truth:
@@ -162,9 +164,10 @@ class _Rule(Protocol):
 
     name: str | None
 
-    def expected(self, spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> tuple[list[np.ndarray], list[str]]: ...
+    def expected(self, reference: Callable[..., Any], config: Mapping[str, Any],
+                 inputs: Arrays) -> tuple[list[np.ndarray], list[str]]: ...
 
-    def truth(self, spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> Truth: ...
+    def truth(self, reference: Callable[..., Any], config: Mapping[str, Any], inputs: Arrays) -> Truth: ...
 
 
 class References:
@@ -188,10 +191,10 @@ class References:
         if cached is not None:
             return cached
         self.runs += 1
-        outputs, paths = rule.expected(self.spec, config, tuple(inputs))
+        outputs, paths = rule.expected(self.spec.reference, config, tuple(inputs))
         truth = None
         if self.spec.tolerance is None:
-            truth = rule.truth(self.spec, config, tuple(inputs))
+            truth = rule.truth(self.spec.reference, config, tuple(inputs))
             if truth.reason:
                 under = f" under {rule.name}" if rule.name else ""
                 self.notes.add(f"no float64 ground truth{under}: {truth.reason}; outputs judged by a bound "

@@ -26,8 +26,8 @@ from pallas_verify.keys import Lru, example_key
 from pallas_verify.loader import spec_ref
 from pallas_verify.oracles.approx import approx_math_case
 from pallas_verify.oracles.differential import judge_outcome
-from pallas_verify.oracles.divergence import divergence_findings
-from pallas_verify.reference import Expected, References, Truth
+from pallas_verify.oracles.divergence import Divergences
+from pallas_verify.reference import Expected, References
 from pallas_verify.reruns import Reruns
 from pallas_verify.spec import KernelSpec
 from pallas_verify.tolerance import Comparison, element_errors
@@ -74,8 +74,7 @@ class Runner:
         self.reruns = Reruns(self.sandbox)
         self.upstream: dict[str, attribution.Upstream] = {}  # backend -> its first upstream limitation
         self.coverage: dict[tuple[str, str | None], Coverage] = {}  # (backend, transform) -> schedules run
-        # example -> backend -> (outcome, mode), for the divergence oracle
-        self._outputs: Lru[str, dict[str, tuple[Outcome, Mapping[str, Any]]]] = Lru(maxsize=self.cache_size)
+        self.divergences = Divergences(self.cache_size)  # what each backend gave per example
         self._witnessed: Lru[str, bool] = Lru(maxsize=self.cache_size)  # example@backend -> judged clean there
 
     def __enter__(self) -> Runner:
@@ -83,10 +82,6 @@ class Runner:
 
     def __exit__(self, *exc: object) -> None:
         self.sandbox.close()
-
-    def release(self, backend: str) -> None:
-        """Stop the worker process of an isolating ``backend`` (``Sandbox.release``)."""
-        self.sandbox.release(backend)
 
     def run(self, case: Case, backend: Backend | None = None) -> Outcome:
         """Run one case on ``backend`` (None: the registry's of ``case.backend``), in a
@@ -106,14 +101,9 @@ class Runner:
 
     def check(self, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...], backend: Backend,
               mode: Mapping[str, Any], transform: str | None = None) -> list[Finding]:
-        """Every finding of one example on one backend, blamed (``judge``, then ``blame``)."""
+        """Every finding of one example on one backend, blamed (``judge``, then ``Tracer.blame``)."""
         verdict = self.judge(config, inputs, backend, mode, transform)
-        return [self.blame(f, verdict.blame.get(f.kind)) for f in verdict.findings]
-
-    def blame(self, finding: Finding, inputs: BlameInputs | None) -> Finding:
-        """``finding`` with its bad elements mapped to output blocks and grid points (a trace
-        of the kernel: ``Tracer.blame``); as it is without ``inputs``."""
-        return self.tracer.blame(finding, inputs)
+        return [self.tracer.blame(f, verdict.blame.get(f.kind)) for f in verdict.findings]
 
     def static_findings(self, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> list[Finding]:
         """The static grid check of one example (``Tracer.static``), waited for."""
@@ -146,7 +136,7 @@ class Runner:
         except Exception as exc:
             if running.pending is not None:  # the worker answers every request: take its answer off the pipe
                 self.sandbox.collect(running)
-            return Verdict([self._reference_failure(config, exc, transform)], {})
+            return Verdict([_reference_failure(self.spec.name, config, exc, transform)], {})
         outcome = self.sandbox.collect(running)
         if outcome.error is not None and outcome.error.type == UNSUPPORTED:
             raise Unsupported(outcome.error.message)
@@ -164,7 +154,7 @@ class Runner:
         found, blame = (self.reruns.findings(backend, case, outcome, paths, ahead) if self.metamorphic and not witness
                         else ([], {}))
         if not found and backend.executes and transform is None:
-            found = self._divergence(key, case, outcome, paths, expected, truth)
+            found = self.divergences.findings(key, case, outcome, paths, expected, truth)
         if not found and backend.executes and transforms.rule(transform).per_example:
             found = transforms.per_example_findings(case, outcome, lambda alone: self.sandbox.run(alone, backend), paths,
                                                     truth)
@@ -183,29 +173,19 @@ class Runner:
             self._witnessed.put(key, clean)
         return bool(self._witnessed.get(key))
 
-    def _divergence(self, key: str, case: Case, outcome: Outcome, paths: list[str], expected: Sequence[np.ndarray],
-                    truth: Truth | None) -> list[Finding]:
-        """Compare with every other backend that ran this very example and passed."""
-        seen = self._outputs.get_or_make(key, dict)
-        found = []
-        for other, (other_outcome, other_mode) in seen.items():
-            if other != case.backend:
-                other_case = dataclasses.replace(case, backend=other, mode=other_mode)
-                found += divergence_findings([other_case, case], [other_outcome, outcome], paths, expected, truth)
-        seen[case.backend] = (Outcome(outputs=outcome.outputs), dict(case.mode))
-        return found
-
     def _saw(self, case: Case, outcome: Outcome) -> None:
         """Every outcome collected: its schedule counted in ``coverage``."""
         if outcome.schedule:
             self.coverage.setdefault((case.backend, case.transform), Coverage()).add(outcome.schedule)
 
-    def _reference_failure(self, config: Mapping[str, Any], exc: Exception, transform: str | None = None) -> Finding:
-        under = f" under {transform}" if transform else ""
-        return Finding(kind="exception", kernel=self.spec.name, backend="reference", config=dict(config),
-                       transform=transform,
-                       message=f"the reference raised {type(exc).__name__}{under}: {exc}. The reference must accept "
-                       "every config and input the spec draws; fix it or narrow spec.configs/inputs.")
+
+
+def _reference_failure(kernel: str, config: Mapping[str, Any], exc: Exception, transform: str | None) -> Finding:
+    under = f" under {transform}" if transform else ""
+    return Finding(kind="exception", kernel=kernel, backend="reference", config=dict(config),
+                   transform=transform,
+                   message=f"the reference raised {type(exc).__name__}{under}: {exc}. The reference must accept "
+                   "every config and input the spec draws; fix it or narrow spec.configs/inputs.")
 
 
 def _with_schedule(found: list[Finding], outcome: Outcome) -> list[Finding]:

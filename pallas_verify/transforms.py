@@ -35,7 +35,7 @@ from pallas_verify.case import Case, Outcome
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.findings import Finding
 from pallas_verify.oracles.base import case_finding
-from pallas_verify.reference import Truth, reference_outputs, spec_truth
+from pallas_verify.reference import Truth, reference_outputs, reference_truth
 from pallas_verify.spec import TRANSFORMS, KernelSpec, Tolerance
 
 __all__ = [
@@ -87,14 +87,15 @@ def _unbatch(inputs: Arrays, b: int) -> Arrays:
     return tuple(np.asarray(x[b]) for x in inputs)
 
 
-def _vmap_expected(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
-    per_example = [reference_outputs(spec, config, _unbatch(inputs, b)) for b in range(len(inputs[0]))]
+def _vmap_expected(fn: Callable[..., Any], config: Mapping[str, Any],
+                   inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
+    per_example = [reference_outputs(fn, config, _unbatch(inputs, b)) for b in range(len(inputs[0]))]
     outputs = [np.stack(leaves) for leaves in zip(*(outs for outs, _ in per_example), strict=True)]
     return outputs, [f"vmap({p})" for p in per_example[0][1]]
 
 
-def _vmap_truth(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> Truth:
-    per_example = [spec_truth(spec, config, _unbatch(inputs, b)) for b in range(len(inputs[0]))]
+def _vmap_truth(fn: Callable[..., Any], config: Mapping[str, Any], inputs: Arrays) -> Truth:
+    per_example = [reference_truth(fn, config, _unbatch(inputs, b)) for b in range(len(inputs[0]))]
     depth = max(t.depth for t in per_example)
     missing = next((t for t in per_example if t.outputs is None), None)
     if missing is not None:
@@ -132,17 +133,17 @@ def _grad_extend(data: st.DataObject, spec: KernelSpec, config: Mapping[str, Any
     return (*inputs, *cotangents, np.arange(len(inputs), dtype=np.int32))
 
 
-def _grad_reference(spec: KernelSpec, config: Mapping[str, Any]) -> reference.Bound:
-    return reference.bound(spec.reference, config, "grad", grad_wrap)
+def _grad_reference(fn: Callable[..., Any], config: Mapping[str, Any]) -> reference.Bound:
+    return reference.bound(fn, config, "grad", grad_wrap)
 
 
-def _grad_truth(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> Truth:
+def _grad_truth(fn: Callable[..., Any], config: Mapping[str, Any], inputs: Arrays) -> Truth:
     """The reference's VJP evaluated in float64 (primals and cotangents upcast)."""
-    return _grad_reference(spec, config).truth(inputs)
+    return _grad_reference(fn, config).truth(inputs)
 
 
-def _grad_expected(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
-    grads, _ = _grad_reference(spec, config).outputs(inputs)
+def _grad_expected(fn: Callable[..., Any], config: Mapping[str, Any], inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
+    grads, _ = _grad_reference(fn, config).outputs(inputs)
     primals, _ = split(inputs)
     return grads, [f"grad(arg{i})" for i, x in enumerate(primals) if inexact(x.dtype)]
 
@@ -169,8 +170,9 @@ class Rule:
       wrap: how a function (the kernel or the reference bound to a config) runs under it.
       extend: ``(data, spec, config, inputs, more) -> extended inputs``; ``more()`` draws
         another example's inputs for the same config. None: the inputs as drawn.
-      expected: ``(spec, config, extended inputs) -> (outputs, paths)`` from the reference.
-      truth: ``(spec, config, extended inputs) -> Truth``: the same in float64.
+      expected: ``(reference, config, extended inputs) -> (outputs, paths)``, ``reference``
+        the spec's reference function.
+      truth: ``(reference, config, extended inputs) -> Truth``: the same in float64.
       tolerance: ``(spec, expected outputs) -> Tolerance`` used to compare under an
         explicit spec tolerance; None: the spec's.
       per_example: each example of a batch must also match the kernel run on that
@@ -191,7 +193,7 @@ def _unchanged(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 #: The bare kernel: no transform.
-BARE = Rule(name=None, wrap=_unchanged, extend=None, expected=reference_outputs, truth=spec_truth)
+BARE = Rule(name=None, wrap=_unchanged, extend=None, expected=reference_outputs, truth=reference_truth)
 
 RULES: Mapping[str, Rule] = {
     "vmap": Rule(name="vmap", wrap=vmap_wrap, extend=_vmap_extend, expected=_vmap_expected, truth=_vmap_truth,
@@ -227,12 +229,12 @@ def extend(transform: str, data: st.DataObject, *, spec: KernelSpec, config: Map
 def expected_outputs(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays,
                      transform: str) -> tuple[list[np.ndarray], list[str]]:
     """The reference under ``transform`` on the extended ``inputs``: (outputs, paths)."""
-    return rule(transform).expected(spec, config, inputs)
+    return rule(transform).expected(spec.reference, config, inputs)
 
 
 def ground_truth(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays, transform: str) -> Truth:
     """The float64 ground truth of the reference under ``transform`` on the extended ``inputs``."""
-    return rule(transform).truth(spec, config, inputs)
+    return rule(transform).truth(spec.reference, config, inputs)
 
 
 def judged(case: Case, expected: Sequence[np.ndarray] | None) -> Case:

@@ -39,7 +39,6 @@ from pallas_verify.campaigns.budget import parse_budget
 from pallas_verify.campaigns.fuzzdb import FailureDatabase, signature
 from pallas_verify.campaigns.output import CampaignOutput
 from pallas_verify.campaigns.plan import Cell, FuzzOptions, plan
-from pallas_verify.campaigns.progress import Progress, per_backend
 from pallas_verify.campaigns.replay import Replays
 from pallas_verify.campaigns.units import (
     Arrival,
@@ -54,6 +53,7 @@ from pallas_verify.campaigns.units import (
 from pallas_verify.choices import run_seed
 from pallas_verify.execution import Work
 from pallas_verify.findings import Finding
+from pallas_verify.reports.progress import Progress, per_backend
 from pallas_verify.reports.report import BackendResult, Report, cell_key
 
 __all__ = ["RETIRE_AFTER_LOSSES", "FuzzOptions", "fuzz", "parse_budget"]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pallas_verify.findings import Finding
 from pallas_verify.reports.report import finding_dict, finding_from_dict
-from pallas_verify.reports.reproduce import file_stem
+from pallas_verify.reports.reproducer import file_stem
 
 __all__ = ["RETIRE_AFTER_NIGHTS", "FailureDatabase", "signature"]
 

@@ -4,7 +4,7 @@ One case (``reproduce``, what every reproducer script calls), a reproducer scrip
 (``replay_script``: its case, in this process), every finding of a JSON report
 (``replay_report``, the ``pallas-verify replay`` command), one failure-database entry as a
 unit of work (``replay_unit``), and a fuzz run's replays of its failure database
-(``Replays``). ``reports.reproduce`` writes the scripts; this module runs them.
+(``Replays``). ``reports.reproducer`` writes the scripts; this module runs them.
 
 A replay says one of three things, by the reproducer's exit status (``exits``):
 EXIT_REPRODUCES (1) while the finding (or another finding) shows on the recorded case,

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pallas_verify.reports.casefile import CaseFileError, load_case, save_case
-from pallas_verify.reports.reproduce import EXIT_CANNOT_RUN, EXIT_FIXED, EXIT_REPRODUCES
+from pallas_verify.reports.reproducer import EXIT_CANNOT_RUN, EXIT_FIXED, EXIT_REPRODUCES
 
 ROUND_TRIP_DTYPES = ["bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
                      "float8_e4m3b11fnuz", "int4", "uint4", "bool", "complex64", "complex128", "uint32", "int8",

@@ -11,7 +11,7 @@ import pytest
 
 from pallas_verify.findings import Finding
 from pallas_verify.reports.casefile import load_case
-from pallas_verify.reports.reproduce import (
+from pallas_verify.reports.reproducer import (
     EXIT_CANNOT_RUN,
     EXIT_FIXED,
     EXIT_REPRODUCES,

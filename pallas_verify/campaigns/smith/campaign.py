@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from pallas_verify.campaigns.progress import Progress
 from pallas_verify.campaigns.smith.record import (
     GENERATED,
     NOT_SUPPORTED,
@@ -45,6 +44,7 @@ from pallas_verify.campaigns.smith.record import (
 )
 from pallas_verify.choices import run_seed
 from pallas_verify.errors import InvalidArgument, check_positive_int
+from pallas_verify.reports.progress import Progress
 from pallas_verify.reports.report import Report
 
 __all__ = ["GENERATED", "NOT_SUPPORTED", "SmithOptions", "SmithRun", "conformance_rows", "smith"]

@@ -1,6 +1,6 @@
 """A smith finding as a standalone, readable reproducer: the program's kernel and
 reference as source, the inputs in an ``.npz`` beside it, and the check that re-runs it
-(the one reproducer template, ``reports.reproduce``)."""
+(the one reproducer template, ``reports.reproducer``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pallas_verify.campaigns.smith.source import program_source
 from pallas_verify.findings import Finding
-from pallas_verify.reports.reproduce import file_stem, reproducer_source
+from pallas_verify.reports.reproducer import file_stem, reproducer_source
 
 __all__ = ["write_smith_reproducer"]
 
