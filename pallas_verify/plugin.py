@@ -25,7 +25,6 @@ import pytest
 
 from pallas_verify import testing
 from pallas_verify.choices import ISOLATE, PROFILES, describe, run_seed
-from pallas_verify.errors import check_positive_int
 from pallas_verify.testing import DEFAULT_BACKENDS, KernelFindingsError, PluginOptions, verify_with
 
 # kernel_test lives in pallas_verify.testing; `from pallas_verify.plugin import kernel_test`
@@ -68,7 +67,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _options(config: pytest.Config) -> PluginOptions:
     get = config.getoption
-    _check(lambda: check_positive_int("--pv-max-examples", get("--pv-max-examples"), optional=True))
+    _check(lambda: _errors().check_positive_int("--pv-max-examples", get("--pv-max-examples"), optional=True))
     backends = DEFAULT_BACKENDS
     if get("--pv-backends") is not None:
         backends = tuple(b.strip() for b in get("--pv-backends").split(",") if b.strip())
@@ -108,6 +107,12 @@ def _isolate_choice(value: str) -> None:
 
     if value not in ISOLATE:
         raise InvalidArgument(f"--pv-isolate={value!r} is not one of {tuple(ISOLATE)}.")
+
+
+def _errors() -> Any:
+    from pallas_verify import errors
+
+    return errors
 
 
 def _registry() -> Any:
