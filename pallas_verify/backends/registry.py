@@ -58,11 +58,17 @@ def skip_reason(spec: KernelSpec, backend: Backend) -> Skip | None:
     """Why ``spec`` does not run on ``backend`` here, or None when it runs.
 
     ``skipped``: the backend is not available on this machine, serves platforms the
-    kernel does not target, or compiles in a worker that could not load the spec. ``unsupported``: the spec declares the backend unsupported.
+    kernel does not target, compiles for one device a kernel that needs several, or
+    compiles in a worker that could not load the spec. ``unsupported``: the spec declares the backend unsupported.
     """
     reason = backend.available()
     if reason is None and not backend.platforms & set(spec.platforms):
         reason = f"{backend.name} serves {sorted(backend.platforms)}; the kernel targets {list(spec.platforms)}"
+    devices = getattr(spec.kernel, "required_devices", 1)
+    if reason is None and not backend.executes and devices > 1:
+        reason = (f"{backend.name} compiles for one chip without devices; the kernel runs on a mesh of {devices} "
+                  "devices it builds itself (from jax.devices()), which a compile-only target cannot give it: "
+                  "it is checked on the interpreters, over host devices")
     if reason is None and getattr(backend, "isolate", False) and _no_reference(spec):
         reason = (f"{backend.name} compiles in a worker process, which loads the KernelSpec by reference; define "
                   "the spec at module level (FILE.py::NAME) to compile it")
