@@ -58,18 +58,24 @@ def skip_reason(spec: KernelSpec, backend: Backend) -> Skip | None:
     """Why ``spec`` does not run on ``backend`` here, or None when it runs.
 
     ``skipped``: the backend is not available on this machine, serves platforms the
-    kernel does not target, compiles in a worker that could not load the spec, or the
-    kernel needs more devices than this process has (its function's ``required_devices``).
+    kernel does not target, compiles for one device a kernel that needs several, compiles
+    in a worker that could not load the spec, or the kernel needs more devices than this
+    process has (a kernel function says how many it needs: ``kernel.required_devices``).
     ``unsupported``: the spec declares the backend unsupported.
     """
     reason = backend.available()
     if reason is None and not backend.platforms & set(spec.platforms):
         reason = f"{backend.name} serves {sorted(backend.platforms)}; the kernel targets {list(spec.platforms)}"
+    devices = getattr(spec.kernel, "required_devices", 1)
+    if reason is None and not backend.executes and devices > 1:
+        reason = (f"{backend.name} compiles for one chip without devices; the kernel runs on a mesh of {devices} "
+                  "devices it builds itself (from jax.devices()), which a compile-only target cannot give it: "
+                  "it is checked on the interpreters, over host devices")
     if reason is None and getattr(backend, "isolate", False) and _no_reference(spec):
         reason = (f"{backend.name} compiles in a worker process, which loads the KernelSpec by reference; define "
                   "the spec at module level (FILE.py::NAME) to compile it")
     if reason is None:
-        reason = _device_shortfall(spec)
+        reason = _device_shortfall(devices)
     if reason is not None:
         return Skip("skipped", reason)
     declared = spec.unsupported_reason(backend.name)
@@ -83,10 +89,8 @@ def _no_reference(spec: KernelSpec) -> bool:
     return spec_ref(spec) is None
 
 
-def _device_shortfall(spec: KernelSpec) -> str | None:
-    """Why the kernel cannot run with this process's device count, if it cannot: a kernel
-    function may say how many devices it needs (``kernel.required_devices``)."""
-    needed = getattr(spec.kernel, "required_devices", 1)
+def _device_shortfall(needed: int) -> str | None:
+    """Why a kernel that needs ``needed`` devices cannot run with this process's, if it cannot."""
     if needed <= 1:
         return None
     import jax

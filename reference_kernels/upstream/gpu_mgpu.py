@@ -71,6 +71,9 @@ GPU_RAGGED_DOT_MGPU = pv.KernelSpec(
     features=("matmul", "grouped", "ragged", "tma", "wgmma", "plgpu_kernel", "upstream"),
     unsupported={"interpret": "the HLO interpreter cannot run Mosaic GPU copies (NotImplementedError: "
                  "No state discharge rule implemented for primitive: copy_gmem_to_smem, jax 0.12.0.1)",
+                 "mosaic_gpu:a100": "the kernel is written for Hopper (TMA, WGMMA, async-proxy fences): "
+                 "compiled for A100 the Mosaic GPU compiler aborts the process in LLVM (LLVM ERROR: Cannot "
+                 "select: intrinsic %llvm.nvvm.fence.proxy.async.shared_cta, jax 0.12.0.1)",
                  "mosaic_gpu:b200": "WGMMA is Hopper-only: ptxas rejects it for B200 (JaxRuntimeError: Mosaic GPU "
                  "pass pipeline failed: ... Instruction 'wgmma.fence' not supported on .target 'sm_100a', "
                  "jax 0.12.0.1)"},

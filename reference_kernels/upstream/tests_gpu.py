@@ -177,8 +177,12 @@ JT_MGPU_THREADS = pv.KernelSpec(
     name="jaxtests_mgpu_threads",
     kernel=without(mgpu_threads, "rows", "cols"),
     reference=without(lambda x: x * 2 - 1, "rows", "cols", "threads"),
+    # Each thread's slice holds at least 128 elements (one per thread of its warpgroup):
+    # Mosaic GPU cannot lay out a (1, 16) slice ("Failed to infer a possible set of
+    # layouts" on a100, h100 and b200, jax 0.12.0.1), while (1, 128) and (8, 16) compile.
     configs=st.sampled_from([1, 2, 4]).flatmap(lambda t: st.fixed_dictionaries({
-        "threads": st.just(t), "rows": st.sampled_from([t, 8 * t]), "cols": st.sampled_from([16, 128])})),
+        "threads": st.just(t), "rows": st.sampled_from([t, 8 * t]), "cols": st.sampled_from([16, 128])}))
+    .filter(lambda c: c["rows"] // c["threads"] * c["cols"] >= 128),
     inputs=lambda c: array_tuples((c["rows"], c["cols"])),
     platforms=("gpu",),
     features=("mosaic_gpu", "threads", "plgpu_kernel", *_FEATURES),

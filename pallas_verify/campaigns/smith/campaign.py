@@ -259,7 +259,7 @@ def _in_process(camp: _Campaign) -> None:
 
 def _on_workers(camp: _Campaign) -> None:
     from pallas_verify import execution
-    from pallas_verify.execution import Work
+    from pallas_verify.execution import Done, Work
     from pallas_verify.loader import spec_ref
 
     options, ref = camp.options, spec_ref(camp.spec)
@@ -283,10 +283,21 @@ def _on_workers(camp: _Campaign) -> None:
                                          params={"timeout_s": options.timeout_s, "shrink_s": camp.shrink_s(),
                                                  "stop_at": stop_at, "stop_file": str(camp.stop_file)}))
                 for done in executor.poll(0.25):
-                    camp.fold(done.result)
+                    if isinstance(done, Done):  # a batch sends no updates, only its end
+                        camp.fold(_batch_result(done))
                 camp.show()
         finally:
             executor.cancel()
+
+
+def _batch_result(done: Any) -> dict[str, Any]:
+    """A batch's dict (``batch.run_unit``'s), or, when its worker did not return, the
+    lost batch as ``fold`` takes it: the cause (crash, timeout, raised ...) and what happened."""
+    if done.failure is not None:
+        return {"kind": done.failure.cause, "error": done.failure.message}
+    if not isinstance(done.value, dict):
+        return {"kind": "internal error", "error": f"the batch returned {type(done.value).__name__}, not a dict"}
+    return done.value
 
 
 class _StopOnSignal:

@@ -92,3 +92,14 @@ def test_sigint_keeps_what_was_found_and_exits_130(tmp_path: Path) -> None:
     data = json.loads((tmp_path / "report.json").read_text())
     assert data["interrupted"] is True and data["programs"] >= 2
     assert "SIGINT: stopping" in rest and "(interrupted)" in rest
+
+
+def test_a_batch_whose_worker_died_is_a_lost_batch_not_a_report() -> None:
+    from pallas_verify.campaigns.smith.campaign import _batch_result
+    from pallas_verify.execution import Done, Failure, Work
+
+    work = Work(entry="pallas_verify.campaigns.smith.batch:run_unit", kind="slice")
+    died = _batch_result(Done(work=work, failure=Failure(cause="died", message="worker killed by signal SIGKILL")))
+    assert died == {"kind": "died", "error": "worker killed by signal SIGKILL"}
+    assert _batch_result(Done(work=work, value={"report": {}}))["report"] == {}
+    assert _batch_result(Done(work=work, value=None))["kind"] == "internal error"
