@@ -67,7 +67,7 @@ def skip_reason(spec: KernelSpec, backend: Backend) -> Skip | None:
     if reason is None and not backend.platforms & set(spec.platforms):
         reason = f"{backend.name} serves {sorted(backend.platforms)}; the kernel targets {list(spec.platforms)}"
     devices = getattr(spec.kernel, "required_devices", 1)
-    if reason is None and not backend.executes and devices > 1:
+    if reason is None and devices > 1 and not backend.executes:
         reason = (f"{backend.name} compiles for one chip without devices; the kernel runs on a mesh of {devices} "
                   "devices it builds itself (from jax.devices()), which a compile-only target cannot give it: "
                   "it is checked on the interpreters, over host devices")

@@ -18,6 +18,7 @@ class _Backend:
     platforms: frozenset[str] = frozenset({"tpu"})
     missing: str | None = None
     isolate: bool = False
+    executes: bool = True
 
     def available(self) -> str | None:
         return self.missing
