@@ -67,7 +67,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _options(config: pytest.Config) -> PluginOptions:
     get = config.getoption
-    _check(lambda: _errors().check_positive_int("--pv-max-examples", get("--pv-max-examples"), optional=True))
+    if get("--pv-max-examples") is not None:  # checked (errors loaded) only when given
+        _check(lambda: _errors().check_positive_int("--pv-max-examples", get("--pv-max-examples")))
     backends = DEFAULT_BACKENDS
     if get("--pv-backends") is not None:
         backends = tuple(b.strip() for b in get("--pv-backends").split(",") if b.strip())
