@@ -13,6 +13,7 @@ import numpy as np
 from pallas_verify import _jax_compat, attribution, choices, reference, transforms
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.execute import config_key
+from pallas_verify.backends.mosaic_params import ParamsCoverage
 from pallas_verify.backends.schedule import Coverage, cores_named
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
 from pallas_verify.errors import InvalidArgument
@@ -25,6 +26,7 @@ from pallas_verify.oracles.base import bitwise_equal
 from pallas_verify.oracles.differential import compare_outputs, outcome_findings
 from pallas_verify.oracles.divergence import divergence_findings
 from pallas_verify.oracles.metamorphic import metamorphic_finding
+from pallas_verify.oracles.shape_invariance import ShapeRerun
 from pallas_verify.reference import Truth, reference_outputs
 from pallas_verify.spec import KernelSpec
 
@@ -84,6 +86,8 @@ class Runner:
         self.upstream: dict[str, attribution.Upstream] = {}  # backend -> its first upstream limitation
         self._witnessed: dict[str, bool] = {}  # example + transform + backend -> judged clean there
         self.coverage: dict[tuple[str, str | None], Coverage] = {}  # (backend, transform) -> schedules run
+        self.params_coverage: dict[tuple[str, str | None], ParamsCoverage] = {}  # ... -> compiler params drawn
+        self.shapes = ShapeRerun(notes=self.notes)  # the shape_invariance reruns (oracles/shape_invariance.py)
 
     def __enter__(self) -> Runner:
         return self
@@ -127,11 +131,14 @@ class Runner:
         return _Running(case, backend, worker, worker.submit_case(self.spec_ref, case))
 
     def collect(self, running: _Running) -> Outcome:
-        """The Outcome of a submitted case (its schedule counted in ``coverage``)."""
+        """The Outcome of a submitted case (its schedule counted in ``coverage``, what its
+        compiler-param overrides did in ``params_coverage``)."""
         outcome = self._collect(running)
+        key = (running.case.backend, running.case.transform)
         if outcome.schedule:
-            key = (running.case.backend, running.case.transform)
             self.coverage.setdefault(key, Coverage()).add(outcome.schedule)
+        if outcome.compiler_params:
+            self.params_coverage.setdefault(key, ParamsCoverage()).add(outcome.compiler_params)
         return outcome
 
     def _collect(self, running: _Running) -> Outcome:
@@ -226,6 +233,8 @@ class Runner:
         if found or not outcome.ok:
             return [self._blamed(f, judged, outcome, expected, truth) for f in found]
         found = self._metamorphic(backend, case, outcome, paths, ahead) if not witness else []
+        if not found and not witness and getattr(backend, "reruns_shapes", False):
+            found = self.shapes.findings(case, outcome, expected, paths, self.run)
         if not found and backend.executes and transform is None:
             found = self._divergence(key, case, outcome, paths, expected, truth)
         if not found and backend.executes and transform is not None:
