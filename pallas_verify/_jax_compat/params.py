@@ -56,6 +56,7 @@ class MosaicCall:
         (``"pltpu.trace_value at kernel.py:12"``): debug prints and callbacks, profiler
         values, host callbacks. Reads and writes of its own refs and semaphores are not.
       operands: operands of the call (what ``allow_input_fusion`` has one entry per).
+      inside_jit: whether the call sits inside a ``jax.jit`` of the traced function.
     """
 
     index: int
@@ -63,6 +64,7 @@ class MosaicCall:
     declared: Mapping[str, Any]
     side_effects: tuple[str, ...]
     operands: int
+    inside_jit: bool = False
 
     @property
     def side_effect_type(self) -> str:
@@ -84,7 +86,7 @@ def tpu_vmem_bytes(device_kind: str) -> int:
 def mosaic_calls(closed: Any) -> list[MosaicCall]:
     """Every Mosaic TPU ``pallas_call`` of a traced function (a ClosedJaxpr), in ``tagged`` order."""
     found: list[MosaicCall] = []
-    _rewrite(closed, lambda eqn: found.append(_read(len(found), eqn)))
+    _rewrite(closed, lambda eqn, inside_jit: found.append(_read(len(found), eqn, inside_jit)), with_jit=True)
     return found
 
 
@@ -150,34 +152,36 @@ def _is_mosaic_tpu_call(eqn: Any) -> bool:
     return eqn.primitive.name == "pallas_call" and kernel_site(eqn) in ("default", "mosaic_tpu")
 
 
-def _rewrite(closed: Any, change: Callable[[Any], Mapping[str, Any] | None]) -> Any:
+def _rewrite(closed: Any, change: Callable[..., Mapping[str, Any] | None], *, with_jit: bool = False) -> Any:
     """``closed`` with ``change(eqn)`` (new params, or None to keep them) applied to every
-    Mosaic TPU pallas_call, in program order, bodies of call-like equations included."""
+    Mosaic TPU pallas_call, in program order, bodies of call-like equations included
+    (``with_jit``: ``change(eqn, inside_jit)``)."""
     import jax.extend as jex
 
-    def walk(jaxpr: Any) -> Any:
+    def walk(jaxpr: Any, inside_jit: bool = False) -> Any:
         eqns = []
         for eqn in jaxpr.eqns:
             if _is_mosaic_tpu_call(eqn):
-                new = dict(change(eqn) or {})
+                new = dict((change(eqn, inside_jit) if with_jit else change(eqn)) or {})
                 scope = new.pop(_SCOPE, None)
                 source = eqn.source_info if scope is None else eqn.source_info.replace(
                     name_stack=eqn.source_info.name_stack.extend(scope))
                 eqns.append(eqn.replace(params={**eqn.params, **new}, source_info=source))
                 continue
             params = {}
+            jit = inside_jit or eqn.primitive.name in ("pjit", "jit")
             for key, value in eqn.params.items():
                 if isinstance(value, jex.core.Jaxpr):
-                    params[key] = walk(value)
+                    params[key] = walk(value, jit)
                 elif isinstance(value, tuple) and value and all(isinstance(v, jex.core.Jaxpr) for v in value):
-                    params[key] = tuple(walk(v) for v in value)
+                    params[key] = tuple(walk(v, jit) for v in value)
             eqns.append(eqn.replace(params={**eqn.params, **params}) if params else eqn)
         return jaxpr.replace(eqns=eqns)
 
     return walk(closed)
 
 
-def _read(index: int, eqn: Any) -> MosaicCall:
+def _read(index: int, eqn: Any, inside_jit: bool) -> MosaicCall:
     from jax.experimental.pallas import tpu as pltpu
 
     from pallas_verify._jax_compat.tracing import call_name
@@ -192,7 +196,8 @@ def _read(index: int, eqn: Any) -> MosaicCall:
     if "has_side_effects" in declared:
         declared["has_side_effects"] = _side_effect_type(params.has_side_effects)
     return MosaicCall(index=index, name=call_name(eqn), declared=declared,
-                        side_effects=tuple(_escaping(eqn.params["jaxpr"])), operands=len(eqn.invars))
+                        side_effects=tuple(_escaping(eqn.params["jaxpr"])), operands=len(eqn.invars),
+                        inside_jit=inside_jit)
 
 
 def _side_effect_type(value: Any) -> str:

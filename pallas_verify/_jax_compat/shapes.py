@@ -48,29 +48,31 @@ def shape_plan(closed: Any) -> ShapePlan | str:
     destinations: dict[Any, list[int]] = {}
     for i, v in enumerate(jaxpr.outvars):
         destinations.setdefault(v, []).append(i)
-    calls = list(_calls(jaxpr, sources, destinations))
+    depends = {v: frozenset({i}) for i, v in enumerate(jaxpr.invars)}
+    calls = list(_calls(jaxpr, sources, destinations, depends))
     kernels = [c for c in calls if _is_mosaic_tpu_call(c[0])]
     if len(calls) != 1 or len(kernels) != 1:
-        return (f"the function makes {len(calls)} kernel calls ({len(kernels)} Mosaic TPU pallas_calls); the "
-                "rerun grows the inputs of exactly one")
-    eqn, operand_sources, result_destinations = kernels[0]
+        return (f"the function makes {len(calls)} kernel call(s), {len(kernels)} of them Mosaic TPU "
+                "pallas_call(s); the rerun grows the inputs of exactly one")
+    eqn, operand_sources, result_destinations, operand_depends = kernels[0]
     params = eqn.params.get("compiler_params")
     if params is not None and getattr(params, "shape_invariant_numerics", True) is False:
         return "its pltpu.CompilerParams declare shape_invariant_numerics=False"
-    return _plan(eqn, operand_sources, result_destinations, len(jaxpr.invars), len(jaxpr.outvars))
+    return _plan(eqn, operand_sources, result_destinations, operand_depends, len(jaxpr.invars), len(jaxpr.outvars))
 
 
-def _calls(jaxpr: Any, sources: dict[Any, int], destinations: dict[Any, list[int]]) -> Iterator[tuple[Any, ...]]:
-    """``(eqn, operand sources, result destinations)`` of every kernel call, through jit
-    bodies: the function input each operand is (None: computed), the function outputs
-    each result is."""
+def _calls(jaxpr: Any, sources: dict[Any, int], destinations: dict[Any, list[int]],
+           depends: dict[Any, frozenset[int]]) -> Iterator[tuple[Any, ...]]:
+    """``(eqn, operand sources, result destinations, operand dependencies)`` of every kernel
+    call, through jit bodies: the function input each operand is (None: computed), the
+    function outputs each result is, and the function inputs each operand is computed from."""
     from pallas_verify._jax_compat.tracing import call_body, is_kernel, sub_jaxprs
 
     for eqn in jaxpr.eqns:
+        deps = [depends.get(v, frozenset()) if _is_var(v) else frozenset() for v in eqn.invars]
         if is_kernel(eqn):
             yield (eqn, [sources.get(v) if _is_var(v) else None for v in eqn.invars],
-                   [destinations.get(v, []) for v in eqn.outvars])
-            continue
+                   [destinations.get(v, []) for v in eqn.outvars], deps)
         body = call_body(eqn) if eqn.primitive.name in ("pjit", "jit", "closed_call", "core_call") else None
         if body is not None:
             inner, _ = body
@@ -80,10 +82,13 @@ def _calls(jaxpr: Any, sources: dict[Any, int], destinations: dict[Any, list[int
             for iv, ov in zip(inner.outvars, eqn.outvars, strict=True):
                 if _is_var(iv):
                     inner_destinations.setdefault(iv, []).extend(destinations.get(ov, []))
-            yield from _calls(inner, inner_sources, inner_destinations)
-            continue
-        for sub, _ in sub_jaxprs(eqn):  # a loop or branch: kernels inside are found, not planned
-            yield from _calls(sub, {}, {})
+            inner_depends = dict(zip(inner.invars, deps, strict=True))
+            yield from _calls(inner, inner_sources, inner_destinations, inner_depends)
+        elif not is_kernel(eqn):
+            for sub, _ in sub_jaxprs(eqn):  # a loop or branch: kernels inside are found, not planned
+                yield from _calls(sub, {}, {}, {})
+        for v in eqn.outvars:  # every result depends on every operand (a call's too: an over-estimate)
+            depends[v] = frozenset().union(*deps)
 
 
 def _is_var(atom: Any) -> bool:
@@ -92,8 +97,8 @@ def _is_var(atom: Any) -> bool:
     return isinstance(atom, jex.core.Var)
 
 
-def _plan(eqn: Any, operand_sources: list[int | None], result_destinations: list[list[int]], num_inputs: int,
-          num_outputs: int) -> ShapePlan | str:
+def _plan(eqn: Any, operand_sources: list[int | None], result_destinations: list[list[int]],
+          operand_depends: list[frozenset[int]], num_inputs: int, num_outputs: int) -> ShapePlan | str:
     from pallas_verify._jax_compat.tracing import call_name, grid_mapping
 
     gm = eqn.params["grid_mapping"]
@@ -103,11 +108,12 @@ def _plan(eqn: Any, operand_sources: list[int | None], result_destinations: list
     if consts or gm.num_dynamic_grid_bounds:
         return "its pallas_call closes over constants or has a dynamic grid"
     inputs = operand_sources[first:]
+    depends = operand_depends[first:]
     order = sorted(range(len(gm.grid)), key=lambda g: mapping.declared_semantics[g] != "parallel"
                    if g < len(mapping.declared_semantics) else True)
     reasons = []
     for g in order:
-        plan = _along(g, gm, inputs, result_destinations, num_inputs, num_outputs)
+        plan = _along(g, gm, inputs, depends, result_destinations, num_inputs, num_outputs)
         if isinstance(plan, str):
             reasons.append(f"grid axis {g}: {plan}")
             continue
@@ -116,7 +122,8 @@ def _plan(eqn: Any, operand_sources: list[int | None], result_destinations: list
     return "; ".join(reasons) or "its pallas_call has no grid axis"
 
 
-def _along(g: int, gm: Any, inputs: list[int | None], result_destinations: list[list[int]], num_inputs: int,
+def _along(g: int, gm: Any, inputs: list[int | None], depends: list[frozenset[int]],
+           result_destinations: list[list[int]], num_inputs: int,
            num_outputs: int) -> tuple[tuple[int | None, ...], tuple[int, ...]] | str:
     """(dimension grown per function input, dimension sliced per function output) along grid axis ``g``."""
     grown: list[int | None] = [None] * num_inputs
@@ -143,6 +150,10 @@ def _along(g: int, gm: Any, inputs: list[int | None], result_destinations: list[
             sliced[place] = dim
     if any(d is None for d in sliced):
         return "a function output does not come from the call"
+    grown_inputs = {i for i, d in enumerate(grown) if d is not None}
+    for k, (source, deps) in enumerate(zip(inputs, depends, strict=True)):
+        if source is None and deps & grown_inputs:
+            return f"input {k} is computed by the function from an input it grows"
     if all(d is None for d in grown):
         return "no input is tiled along it"
     return tuple(grown), tuple(d for d in sliced if d is not None)

@@ -71,8 +71,8 @@ def compile_with_params(case: Case, base: Outcome, *, target: str, device_kind: 
         return _with_vmem_context(base, kernels, target, device_kind)
     own = _side_effect_check(compiler, {}, kernels)
     if own is not None and own[0] == "kernel":
-        return dataclasses.replace(base, error=ErrorInfo(type=_jax_compat.SIDE_EFFECT_DROPPED, message=own[1]))
-    records = [] if own is None else [{"override": {}, "result": "merged", "fault": "jax", "error": own[1]}]
+        return dataclasses.replace(base, error=ErrorInfo(type=_jax_compat.SIDE_EFFECT_DROPPED, message=own[2]))
+    records = [] if own is None else [{"override": {}, "result": own[1], "fault": "jax", "error": own[2]}]
     overrides = dict(case.mode.get("compiler_params") or {})
     if overrides:
         records.append(_overridden(compiler, overrides, kernels))
@@ -131,9 +131,9 @@ def _overridden(compiler: _Compiler, overrides: dict[str, Any], kernels: list[An
     if overrides.get("has_side_effects") not in (None, False, "pure"):
         drawn = [dataclasses.replace(k, declared={**k.declared, "has_side_effects": _declared(overrides)})
                  for k in kernels]
-        merged = _side_effect_check(compiler, overrides, drawn)
-        if merged is not None:
-            return {**record, "result": "merged", "fault": "jax", "error": merged[1]}
+        lost = _side_effect_check(compiler, overrides, drawn)
+        if lost is not None:
+            return {**record, "result": lost[1], "fault": "jax", "error": lost[2]}
     return {**record, "result": "compiled"}
 
 
@@ -143,9 +143,11 @@ def _declared(overrides: Mapping[str, Any]) -> str:
 
 
 def _side_effect_check(compiler: _Compiler, overrides: dict[str, Any],
-                       kernels: list[Any]) -> tuple[str, str] | None:
-    """``(fault, message)`` when a kernel with side effects runs fewer times than the
-    side-effect program calls it (``"kernel"``: it declares none; ``"jax"``: it does)."""
+                       kernels: list[Any]) -> tuple[str, str, str] | None:
+    """``(fault, result, message)`` when a kernel with side effects runs fewer times than the
+    side-effect program calls it: fault ``"kernel"`` when it declares none, ``"jax"`` when
+    it does; result ``"merged"`` (two used calls became one) or ``"dropped"`` (the unused
+    call is gone)."""
     watched = [k for k in kernels if k.side_effects or k.side_effect_type != "pure"]
     if not watched:
         return None
@@ -155,24 +157,30 @@ def _side_effect_check(compiler: _Compiler, overrides: dict[str, Any],
         return None  # the compile itself is judged elsewhere
     for kernel in watched:
         per_call = single.get(kernel.index, 0)
-        expected = _KEPT.get(kernel.side_effect_type, 3) * per_call
+        kept = _KEPT.get(kernel.side_effect_type, 3)
         ran = triple.get(kernel.index, 0)
-        if per_call and ran < expected:
-            return _merged_message(kernel, ran, expected)
+        if per_call and ran < kept * per_call:
+            return _lost(kernel, ran, per_call, kept)
     return None
 
 
-def _merged_message(kernel: Any, ran: int, expected: int) -> tuple[str, str]:
+def _lost(kernel: Any, ran: int, per_call: int, kept: int) -> tuple[str, str, str]:
     what = "; ".join(kernel.side_effects) or "none the body shows"
+    result = "merged" if ran < 2 * per_call else "dropped"
+    how = ("XLA merged the two calls whose results are used into one" if result == "merged" else
+           "the call whose results are unused was dropped")
     ran_text = (f"called three times on the same inputs inside one jit (two results used, one unused), the compiled "
-                f"program runs it {ran} time(s) where {expected} are needed")
+                f"program runs it {ran} time(s) where {kept * per_call} are needed: {how}")
     if kernel.side_effect_type == "pure":
-        return "kernel", (
+        return "kernel", result, (
             f"kernel {kernel.name!r} has side effects XLA cannot see ({what}) but its pltpu.CompilerParams leave "
-            f"has_side_effects=False: {ran_text}, so XLA merged or dropped calls and the side effect happens fewer "
-            "times than the program asks. Set pltpu.CompilerParams(has_side_effects=True) on its pallas_call.")
-    return "jax", (f"kernel {kernel.name!r} declares has_side_effects={kernel.side_effect_type!r} (effects: {what}), "
-                   f"yet {ran_text}: XLA did not honour the declaration")
+            f"has_side_effects=False: {ran_text}, so its side effect happens fewer times than the program asks. "
+            "Set pltpu.CompilerParams(has_side_effects=True) on its pallas_call.")
+    where = (" Its pallas_call sits inside a jax.jit, whose dead-code elimination drops the whole jit call when no "
+             "result is used without looking at has_side_effects (JAX 0.12; docs/upstream-findings.md, section 14)."
+             if result == "dropped" and kernel.inside_jit else "")
+    return "jax", result, (f"kernel {kernel.name!r} declares has_side_effects={kernel.side_effect_type!r} "
+                           f"(effects: {what}), yet {ran_text}: JAX or XLA did not honour the declaration.{where}")
 
 
 def _calls(overrides: Mapping[str, Any], times: int) -> Callable[[Any], Callable[..., Any]]:
