@@ -123,8 +123,16 @@ class Report:
     run: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def merge(self, other: Report) -> None:
-        """Fold another report (e.g. one kernel's) into this one."""
-        self.kernels.extend(k for k in other.kernels if k not in self.kernels)
+        """Fold another report (e.g. one kernel's) into this one: a kernel both hold is one
+        entry, with the notes, skips and upstream limitations of both."""
+        for kernel in other.kernels:
+            mine = next((k for k in self.kernels if k["name"] == kernel["name"]), None)
+            if mine is None:
+                self.kernels.append(dict(kernel))
+                continue
+            for key, value in kernel.items():
+                if isinstance(value, list) and key not in ("features", "platforms"):
+                    mine[key] = [*mine.get(key, []), *(v for v in value if v not in mine.get(key, []))]
         self.backends.extend(b for b in other.backends if b not in self.backends)
         self.findings.extend(other.findings)
         self.results.extend(other.results)

@@ -69,3 +69,12 @@ def test_file_stem_keeps_safe_characters_and_replaces_the_rest():
     assert file_stem("my kernel", "mismatch", "mosaic_tpu:v5e", 3) == "my_kernel-mismatch-mosaic_tpu_v5e-3"
     assert file_stem("a.b-c_d") == "a.b-c_d"
     assert file_stem("x/../y") == "x_.._y"
+
+
+def test_a_kernel_in_two_parts_is_one_entry_with_the_notes_of_both():
+    one = Report(kernels=[{"name": "k", "features": ["a"], "platforms": ["tpu"], "notes": ["x"]}])
+    two = Report(kernels=[{"name": "k", "features": ["a"], "platforms": ["tpu"], "notes": ["x", "y"],
+                           "static_skipped": ["s"]}, {"name": "j", "features": [], "platforms": ["tpu"]}])
+    one.merge(two)
+    assert one.kernels == [{"name": "k", "features": ["a"], "platforms": ["tpu"], "notes": ["x", "y"],
+                            "static_skipped": ["s"]}, {"name": "j", "features": [], "platforms": ["tpu"]}]
