@@ -41,6 +41,8 @@ class Scale:
       faults: which faults the faults section stages (empty: all).
       races_only_repeats, races_only_cases: timed runs per mode and case of the races-only
         rerun; how many of its cases (0: all).
+      smith_budget_s, smith_mutant_budget_s, smith_mutants: generated programs: seconds of
+        each rates campaign, at most per planted interpreter bug, and which bugs (empty: all).
     """
 
     overhead_examples: int
@@ -64,6 +66,9 @@ class Scale:
     faults: tuple[str, ...] = ()
     races_only_repeats: int = 3
     races_only_cases: int = 0  # the first N cases of races_only.CASES (0: all)
+    smith_budget_s: float = 60.0
+    smith_mutant_budget_s: float = 120.0
+    smith_mutants: tuple[str, ...] = ()
 
 
 SCALES: dict[str, Scale] = {
@@ -76,7 +81,9 @@ SCALES: dict[str, Scale] = {
                   grid_points=(1, 2), deadlock_mutants=("deadlock_semaphore",), cluster_units=6,
                   night_budget_s=120.0, clean_examples=2, clean_specs=2, precision_examples=1,
                   precision_only=("matmul_bf16", "tiled_matmul_bfloat16_out", "bf16_acc_bf16_out"),
-                  faults=("out_dev_null", "bad_numbers"), races_only_repeats=1, races_only_cases=1),
+                  faults=("out_dev_null", "bad_numbers"), races_only_repeats=1, races_only_cases=1,
+                  smith_budget_s=8.0, smith_mutant_budget_s=20.0,
+                  smith_mutants=("iota_wrong_axis_rank3", "block_change_leading_dim_only")),
 }
 
 
@@ -146,6 +153,18 @@ def _races_only(scale: Scale) -> dict[str, Any]:
     from benchmarks.races_only import CASES, races_only
 
     return races_only(repeats=scale.races_only_repeats, cases=CASES[: scale.races_only_cases or len(CASES)])
+def _smith(scale: Scale) -> dict[str, Any]:
+    import tempfile
+
+    from benchmarks.smith import mutation_score, rates
+
+    out = Path(tempfile.mkdtemp(prefix="pv-bench-smith-"))
+    result = {"rates": rates(scale.smith_budget_s, out),
+              "mutants": mutation_score(scale.smith_mutant_budget_s, out, scale.smith_mutants)}
+    alone = result["rates"]["alone"]
+    return {**result, "smith_programs_per_minute_interpret": alone["interpret"]["programs_per_minute"],
+            "smith_programs_per_minute_tpu_interpret": alone["tpu_interpret"]["programs_per_minute"],
+            "smith_planted_bugs_found": f"{result['mutants']['found']}/{result['mutants']['total']}"}
 
 
 #: Section name -> (runner, keys lifted to the top level of results.json).
@@ -163,6 +182,8 @@ SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] =
     "cluster": (_cluster, ("ray_overhead_ratio", "night1_find_s", "night2_refind_s")),
     "faults": (_faults, ("faults_tried", "faults_survived")),
     "races_only": (_races_only, ("races_only_speedup", "races_only_speedup_warm_max", "races_agree")),
+    "smith": (_smith, ("smith_programs_per_minute_interpret", "smith_programs_per_minute_tpu_interpret",
+                       "smith_planted_bugs_found")),
 }
 
 

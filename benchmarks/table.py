@@ -32,6 +32,9 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
     ("races_only_speedup", "races-only rerun speed-up, cold (median over kernels)", ""),
     ("races_only_speedup_warm_max", "races-only rerun speed-up, warm, best kernel", ""),
     ("races_agree", "races-only rerun reports the races a full run does", "True"),
+    ("smith_programs_per_minute_interpret", "smith: programs per minute on interpret (all cores)", ""),
+    ("smith_programs_per_minute_tpu_interpret", "smith: programs per minute on tpu_interpret (all cores)", ""),
+    ("smith_planted_bugs_found", "smith: planted interpreter bugs found", "all"),
 )
 
 
@@ -117,6 +120,11 @@ def _races_only(section: dict[str, Any]) -> list[str]:
              f"{c['warm']['full_s']:.4f} / {c['warm']['races_only_s']:.4f} = {c['warm']['speedup']:.2f}x")
             for label, c in per.items()]
     return _rows(("races-only rerun", "cold s: full / races only", "warm s: full / races only"), rows) if rows else []
+def _smith(smith: dict[str, Any]) -> list[str]:
+    """Per planted interpreter bug: the seconds from the start of its campaign to the first finding."""
+    rows = [(name, m["backend"], f"{m['first_s']:.1f} s" if m["found"] else f"missed ({m['seconds']:.0f} s)",
+             str(m["programs"])) for name, m in smith.get("mutants", {}).get("mutants", {}).items()]
+    return _rows(("planted bug (smith)", "backend", "first finding", "programs"), rows) if rows else []
 
 
 def render(results: dict[str, Any]) -> str:
@@ -128,7 +136,8 @@ def render(results: dict[str, Any]) -> str:
                    [(label, _fmt(results.get(key)), target) for key, label, target in HEADLINES if key in results])
     for block in (_mutants(results.get("detection", {})), _deadlocks(results.get("deadlock", {})),
                   _costs(results.get("cost", {})), _precision(results.get("precision", {})),
-                  _faults(results.get("faults", {})), _races_only(results.get("races_only", {}))):
+                  _faults(results.get("faults", {})), _races_only(results.get("races_only", {})),
+                  _smith(results.get("smith", {}))):
         if block:
             lines += ["", *block]
     return "\n".join(lines)

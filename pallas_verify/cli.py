@@ -43,8 +43,10 @@ def _smith_parser(sub: argparse._SubParsersAction) -> None:
     cmd.add_argument("--budget", default="30m", help="wall-time budget, e.g. 90s, 30m, 1h30m (default 30m)")
     cmd.add_argument("--out", default="pv-smith", metavar="DIR", help="reports and reproducers go here")
     cmd.add_argument("--seed", type=int, default=None)
-    cmd.add_argument("--slice-examples", type=int, default=10, metavar="N", help="programs per slice (default 10)")
+    cmd.add_argument("--slice-examples", type=int, default=4, metavar="N", help="programs per batch (default 4)")
     cmd.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="per-case time limit")
+    cmd.add_argument("--workers", type=int, default=None, metavar="N",
+                     help="batches at once on worker processes (default: one per core)")
 
 
 def _conformance_parser(sub: argparse._SubParsersAction) -> None:
@@ -376,11 +378,13 @@ def _cmd_smith(args: argparse.Namespace) -> int:
 
     from pallas_verify.campaigns.fuzz import parse_budget
     from pallas_verify.campaigns.smith.campaign import SmithOptions, smith
+    from pallas_verify.exits import run_status
 
     backends = _backend_names(args)
     run = smith(SmithOptions(backends=backends, budget_s=parse_budget(args.budget), out_dir=Path(args.out),
-                             seed=args.seed, slice_examples=args.slice_examples, timeout_s=args.timeout))
-    return EXIT_FINDINGS if run.report.findings else EXIT_CLEAN
+                             seed=args.seed, slice_examples=args.slice_examples, timeout_s=args.timeout,
+                             workers=args.workers))
+    return run_status(findings=bool(run.report.findings), interrupted=run.report.interrupted, incomplete=bool(run.lost))
 
 
 _COMMANDS = {"verify": _cmd_verify, "backends": _cmd_backends, "fuzz": _cmd_fuzz, "replay": _cmd_replay,

@@ -25,6 +25,7 @@ others were judged, and shrinking one backend's bug would be steered by another'
 from __future__ import annotations
 
 import dataclasses
+import operator
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -79,6 +80,13 @@ def _found_type(kind: str) -> type[_Found]:
     return _ORIGINS[kind]
 
 
+class _Stopped(BaseException):
+    """Raised inside a search to end it at once when its budget is spent (the caller's
+    ``stop``, or the shrink budget): Hypothesis lets a BaseException through without
+    shrinking it, where returning early would still pay a draw for every remaining
+    shrink step. The search reports the last failure of each kind it saw."""
+
+
 class _BadSpec(Exception):
     """A spec's strategies misbehaved: the spec is invalid, not the kernel."""
 
@@ -109,17 +117,22 @@ class _Search:
     progress: LiveProgress | None = None
     uniform: SameSignature = dataclasses.field(default_factory=lambda: SameSignature(kinds=_INPUT_BLIND))
     early: Callable[[Finding, dict[str, Any], float, int], None] | None = None  # each kind's first failure
+    stop: Callable[[], bool] | None = None
+    modes: st.SearchStrategy[Any] | None = None  # the mode draw (default: the backend's own modes())
+    last_found: dict[str, _Found] = dataclasses.field(default_factory=dict)  # per kind, the latest failure
 
     def example(self, data: st.DataObject) -> None:
         config = _draw(data, self.spec.configs, "configs", dict)
         base = inputs = tuple(np.asarray(x) for x in _draw(data, self.spec.inputs(config), "inputs", tuple))
         if self.transform is not None:
             inputs = self._extend(data, config, inputs)
-        mode = data.draw(self.backend.modes(), label="mode")
+        mode = data.draw(self.modes if self.modes is not None else self.backend.modes(), label="mode")
         key = example_key(config, inputs) + repr(mode)
         if key in self.seen:  # Hypothesis replays the minimal example: no need to rerun it
             raise self.seen[key]
-        if key in self.passed or self._shrink_over_budget() or self.unsupported or self.shrink.stopped:
+        if self._shrink_over_budget() or (self.examples and self.stop is not None and self.stop()):
+            raise _Stopped  # nothing left to run: end Hypothesis's run instead of drawing again and again
+        if key in self.passed or self.unsupported or self.shrink.stopped:
             return  # stop shrinking (or searching): every new candidate is uninteresting
         generating = self._generating()
         if generating and self.examples >= self.max_examples:
@@ -157,7 +170,7 @@ class _Search:
                     if self.early is not None:
                         self.early(f, example, now, self.examples)
             found = _found_type(findings[0].kind)(findings, example)
-            self.seen[key] = found
+            self.seen[key] = self.last_found[findings[0].kind] = found
             if all(f.evidence.get("shrink_stopped") for f in findings):  # e.g. a shape mismatch: nothing to shrink
                 self.shrink.stopped = str(findings[0].evidence["shrink_stopped"])
             raise found
@@ -253,6 +266,9 @@ def verify(
     static: bool = True,
     progress: LiveProgress | None = None,
     on_finding: Callable[[Finding], Any] | None = None,
+    stop: Callable[[], bool] | None = None,
+    metamorphic: bool = True,
+    aligned: bool = False,
 ) -> Report:
     """Search ``spec``'s configs and inputs for findings on ``backends`` (None: all).
 
@@ -267,6 +283,14 @@ def verify(
     ``on_finding``, when given, is called with each finding the moment its first failing
     example shows it, before shrinking (``evidence["provisional"]`` says so), with a
     reproducer of that example: a caller cut short later still has it.
+    ``stop``: polled before each example after a search's first; once it returns True no
+    example runs (a campaign's budget or cancel), and the failures found so far are reported.
+    ``metamorphic``: False skips the reruns of TPU interpret mode with one knob changed
+    (a campaign that draws every mode per example and judges each against the reference).
+    ``aligned``: every search draws the modes of all the backends (using its own), so all
+    searches draw the same choices and run the same configs and inputs until one fails:
+    the executing backends are then compared with each other on every example (the
+    backend-divergence oracle), not only where their draws happen to coincide.
     """
     if not isinstance(spec, KernelSpec):
         raise InvalidSpec(f"spec={brief(spec)} must be a pallas_verify.KernelSpec.")
@@ -280,8 +304,9 @@ def verify(
     options = {"profile": profile, "max_examples": max_examples, "seed": seed, "database": database}
     if progress is not None:
         progress.kernel(spec.name, len(runnable) * (1 + len(spec.transforms)), report.results)
-    stop: Interrupted | None = None
-    with Runner(spec, timeout_s=timeout_s, isolate=isolate) as runner:
+    interrupted: Interrupted | None = None
+    every_mode = st.tuples(*(b.modes() for b in runnable)) if aligned else None
+    with Runner(spec, timeout_s=timeout_s, isolate=isolate, metamorphic=metamorphic) as runner:
         grid = StaticLedger(runner.start_static, runner.static_notes, started) if static else None
         searches: list[_Search] = []
 
@@ -291,10 +316,11 @@ def verify(
                                    provisional=True)[0])
 
         try:
-            for backend in runnable:
+            for i, backend in enumerate(runnable):
+                modes = every_mode.map(operator.itemgetter(i)) if every_mode is not None else None
                 searches = [_Search(spec, backend, runner, shrink_budget_s, static=grid, transform=t,
                                     kernel_started=started, progress=progress,
-                                    early=early if on_finding is not None else None)
+                                    early=early if on_finding is not None else None, stop=stop, modes=modes)
                             for t in (None, *spec.transforms)]
                 for cap in (*_ROUNDS, None):  # the searches take turns: see the module docstring
                     for search in (s for s in searches if not s.done):
@@ -315,7 +341,7 @@ def verify(
                 runner.forget_blame()  # the failing examples the searches did not report
                 runner.release(backend.name)
         except KeyboardInterrupt as exc:  # keep what finished; the rest is marked interrupted
-            stop = _stopped(exc, spec, runnable, searches, runner, report, Path(out_dir))
+            interrupted = _stopped(exc, spec, runnable, searches, runner, report, Path(out_dir))
         if grid is not None:  # the kernel's own findings: reported once, before the backends'
             report.findings[:0] = _finish(list(grid.found.values()), None, runner, Path(out_dir))
         notes = [*sorted(runner.notes), *runner.reruns.notes()]
@@ -336,10 +362,10 @@ def verify(
     if static_kinds:
         report.results = [_with_static(r, static_kinds) for r in report.results]
     report.seconds = time.perf_counter() - started
-    if stop is not None:
+    if interrupted is not None:
         report.interrupted = True
-        stop.report = report
-        raise stop
+        interrupted.report = report
+        raise interrupted
     return report
 
 
@@ -420,6 +446,8 @@ def _run_round(
                 run._hypothesis_internal_use_settings, database=database)  # type: ignore[attr-defined]
     try:
         run()
+    except _Stopped:
+        return _merge(list(search.last_found.values()))
     except _BadSpec as exc:
         prefix = f"KernelSpec {search.spec.name!r}: "
         raise InvalidSpec(str(exc) if str(exc).startswith(prefix) else prefix + str(exc)) from None

@@ -62,6 +62,7 @@ class Runner:
     timeout_s: float = 120.0
     isolate: str = "auto"
     cache_size: int = 256
+    metamorphic: bool = True  # False: no reruns with one interpreter knob changed, no shape_invariance rerun
 
     def __post_init__(self) -> None:
         if self.isolate not in ISOLATE:
@@ -201,7 +202,7 @@ class Runner:
         key = example_key(config, inputs) + (f"+{transform}" if transform else "")
         case = Case(spec=self.spec, config=config, inputs=inputs, backend=backend.name, mode=mode, transform=transform)
         running = self.submit(case)  # the worker runs the kernel while the reference is computed here
-        ahead = None if witness else self._rerun_ahead(backend, case)  # and, on a spare core, its rerun
+        ahead = None if witness or not self.metamorphic else self._rerun_ahead(backend, case)  # and, on a spare core, its rerun
         try:
             return self._judge(key, case, backend, running, ahead, witness=witness)
         finally:
@@ -232,8 +233,9 @@ class Runner:
                                          executes=backend.executes)
         if found or not outcome.ok:
             return [self._blamed(f, judged, outcome, expected, truth) for f in found]
-        found = self._metamorphic(backend, case, outcome, paths, ahead) if not witness else []
-        if not found and not witness and getattr(backend, "reruns_shapes", False):
+        reruns = self.metamorphic and not witness
+        found = self._metamorphic(backend, case, outcome, paths, ahead) if reruns else []
+        if not found and reruns and getattr(backend, "reruns_shapes", False):
             found = self.shapes.findings(case, outcome, expected, paths, self.run)
         if not found and backend.executes and transform is None:
             found = self._divergence(key, case, outcome, paths, expected, truth)

@@ -177,7 +177,7 @@ def _lost(kernel: Any, ran: int, per_call: int, kept: int) -> tuple[str, str, st
             f"has_side_effects=False: {ran_text}, so its side effect happens fewer times than the program asks. "
             "Set pltpu.CompilerParams(has_side_effects=True) on its pallas_call.")
     where = (" Its pallas_call sits inside a jax.jit, whose dead-code elimination drops the whole jit call when no "
-             "result is used without looking at has_side_effects (JAX 0.12; docs/upstream-findings.md, section 14)."
+             "result is used without looking at has_side_effects (JAX 0.12; docs/upstream-findings.md, section 17)."
              if result == "dropped" and kernel.inside_jit else "")
     return "jax", result, (f"kernel {kernel.name!r} declares has_side_effects={kernel.side_effect_type!r} "
                            f"(effects: {what}), yet {ran_text}: JAX or XLA did not honour the declaration.{where}")

@@ -155,7 +155,8 @@ def _generated_row(names: Sequence[str], budget_s: float, out_dir: Path, progres
     )
 
     tpu = tuple(n for n in names if "tpu" in registry.get(n).platforms and registry.get(n).available() is None)
-    part = conformance_rows(smith(SmithOptions(backends=tpu, budget_s=budget_s, out_dir=out_dir)))
+    # One batch at a time from this process: its interpreters' worker is already warm.
+    part = conformance_rows(smith(SmithOptions(backends=tpu, budget_s=budget_s, out_dir=out_dir, workers=1)))
     progress(f"{GENERATED}: " + ", ".join(f"{cell_key(r)}={r.status} ({r.reason})" for r in part.results))
     return part
 

@@ -40,11 +40,12 @@ class Progress:
     def tty(self) -> bool:
         return bool(getattr(self.stream, "isatty", lambda: False)())
 
-    def show(self, *, elapsed: float, cells: str, examples: int, findings: int) -> None:
+    def show(self, *, elapsed: float, cells: str, examples: int, findings: int,
+             label: str = "cells done/running/pending", unit: str = "examples") -> None:
         budget = self.budget_s or 0.0
         share = min(1.0, elapsed / budget) if budget > 0 else 0.0
         left = max(0.0, budget - elapsed)
-        self.status(share, f"{share:4.0%} | cells done/running/pending: {cells} | {examples} examples | "
+        self.status(share, f"{share:4.0%} | {label}: {cells} | {examples} {unit} | "
                     f"{findings} findings | {int(left // 60):02d}:{int(left % 60):02d} left")
 
     def status(self, share: float, text: str, *, force: bool = False) -> None:

@@ -36,7 +36,7 @@ import dataclasses
 import errno
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,8 @@ from pallas_verify.findings import Finding
 from pallas_verify.reports.report import Report, finding_dict, finding_from_dict
 
 __all__ = ["LOST_CAUSES", "MAX_ATTEMPTS", "Arrival", "Found", "Invalid", "Lost", "Replayed", "Reported", "Skipped",
-           "Units", "device_shortfall", "judge", "replay_unit", "run_slice", "run_spec", "write_notes"]
+           "Units", "device_shortfall", "judge", "received", "replay_unit", "run_slice", "run_spec", "ship",
+           "write_notes"]
 
 #: Attempts a unit gets when the infrastructure fails it (the first included).
 MAX_ATTEMPTS = 3
@@ -145,7 +146,7 @@ def _shipped(finding: Finding) -> dict[str, Any]:
     return {"finding": finding_dict(finding), "files": files}
 
 
-def _ship(report: Report, out_dir: Path, notes: list[str]) -> dict[str, Any]:
+def ship(report: Report, out_dir: Path, notes: Sequence[str] = ()) -> dict[str, Any]:
     """The report as a dict plus the bytes of its reproducers (the findings', and the
     upstream limitations' plain-jax ones with the kernel module beside) and the notes;
     removes ``out_dir``."""
@@ -180,7 +181,7 @@ def run_slice(work: Work) -> dict[str, Any]:
     report = verify(load_spec(work.spec_ref), list(work.backends), work.max_examples, work.seed, out_dir=out,
                     timeout_s=p["timeout_s"], shrink_budget_s=p["shrink_s"], database=database, static=p["static"],
                     on_finding=lambda finding: emit(_shipped(finding)))
-    return _ship(report, out, notes)
+    return ship(report, out, notes)
 
 
 def run_spec(work: Work) -> dict[str, Any]:
@@ -195,7 +196,7 @@ def run_spec(work: Work) -> dict[str, Any]:
     out = Path(tempfile.mkdtemp(prefix="pv-conformance-"))
     report = verify(spec, list(work.backends), work.max_examples, profile=work.params["profile"], out_dir=out,
                     on_finding=lambda finding: emit(_shipped(finding)))
-    return _ship(report, out, [])
+    return ship(report, out)
 
 
 def device_shortfall(spec: Any) -> str | None:
@@ -310,42 +311,57 @@ class Units:
         if "report" not in value:
             return Lost("internal error", f"the unit returned {type(done.value).__name__}, not a report")
         try:
-            report = Report.from_dict(value["report"])
+            report = received(value, self._folder(done.work), self.write_errors, done.work.tag)
         except (KeyError, TypeError, ValueError) as exc:
             return Lost("internal error", f"the unit's report could not be read: {exc!r}")
-        files = self._files(done.work, value.get("files", {}))
-        report.findings = [self._placed(f, files) for f in report.findings]
-        for upstream in _upstream(report.kernels):  # the plain-jax reproducers, as written here
-            name = Path(upstream.get("reproducer") or "").name
-            upstream["reproducer"] = str(files[name]) if name in files else None
         return Reported(report, tuple(value.get("notes", ())))
 
     def _finding(self, work: Work, value: Mapping[str, Any]) -> Finding:
-        return self._placed(finding_from_dict(value["finding"]), self._files(work, value.get("files", {})))
+        files = _write_files(self._folder(work), value.get("files", {}), self.write_errors, work.tag)
+        return _placed(finding_from_dict(value["finding"]), files)
 
-    def _files(self, work: Work, files: Mapping[str, bytes]) -> dict[str, Path]:
-        """Write a unit's reproducer files on this host; those written, by name."""
-        folder = self.into if self.flat else self.into / f"u{work.uid}"
-        written = {}
-        for name, data in files.items():
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-                (folder / name).write_bytes(data)
-                written[name] = (folder / name).resolve()
-            except OSError as exc:
-                with contextlib.suppress(OSError):
-                    (folder / name).unlink(missing_ok=True)
-                self.write_errors.append(f"reproducer {name} of {work.tag}: {exc.strerror or exc}")
-        return written
+    def _folder(self, work: Work) -> Path:
+        return self.into if self.flat else self.into / f"u{work.uid}"
 
-    @staticmethod
-    def _placed(finding: Finding, files: Mapping[str, Path]) -> Finding:
-        """The finding with its reproducer at its path on this host (None if not written)."""
-        if not finding.reproducer:
-            return finding
-        name = Path(finding.reproducer).name
-        here = files.get(name) if Path(name).with_suffix(".npz").name in files else None
-        return dataclasses.replace(finding, reproducer=str(here) if here else None)
+
+# -- driver side ---------------------------------------------------------------------------
+
+
+def received(value: Mapping[str, Any], folder: Path, errors: list[str], tag: str) -> Report:
+    """The Report a unit shipped (:func:`ship`), its reproducers written under ``folder``
+    and its findings and upstream limitations pointing at them there; a file that could
+    not be written is named in ``errors`` and its reproducer is None."""
+    report = Report.from_dict(value["report"])
+    files = _write_files(folder, value.get("files", {}), errors, tag)
+    report.findings = [_placed(f, files) for f in report.findings]
+    for upstream in _upstream(report.kernels):  # the plain-jax reproducers, as written here
+        name = Path(upstream.get("reproducer") or "").name
+        upstream["reproducer"] = str(files[name]) if name in files else None
+    return report
+
+
+def _write_files(folder: Path, files: Mapping[str, bytes], errors: list[str], tag: str) -> dict[str, Path]:
+    """Write a unit's reproducer files on this host; those written, by name."""
+    written = {}
+    for name, data in files.items():
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(data)
+            written[name] = (folder / name).resolve()
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                (folder / name).unlink(missing_ok=True)
+            errors.append(f"reproducer {name} of {tag}: {exc.strerror or exc}")
+    return written
+
+
+def _placed(finding: Finding, files: Mapping[str, Path]) -> Finding:
+    """The finding with its reproducer at its path on this host (None if not written)."""
+    if not finding.reproducer:
+        return finding
+    name = Path(finding.reproducer).name
+    here = files.get(name) if Path(name).with_suffix(".npz").name in files else None
+    return dataclasses.replace(finding, reproducer=str(here) if here else None)
 
 
 def write_notes(errors: list[str]) -> list[str]:

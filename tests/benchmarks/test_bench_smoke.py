@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -104,6 +105,9 @@ def test_table_renders_headlines_and_mutants() -> None:
     assert "kill rate, pallas-verify" in text
     assert "missed" in text
     assert "interpret:mismatch" in text
+    smith = {"mutants": {"mutants": {"dma_signals_twice": {"backend": "tpu_interpret", "found": True, "first_s": 12.3,
+                                                           "programs": 9, "seconds": 14.0}}}}
+    assert re.search(r"dma_signals_twice +tpu_interpret +12.3 s +9", table.render({**results, "smith": smith}))
 
 
 @pytest.mark.slow
@@ -126,7 +130,9 @@ def test_tiny_run_writes_every_key(tmp_path: Path) -> None:
     for key in ("overhead_ratio", "kill_rate", "kill_rate_hlo_grid", "kill_rate_hlo_random", "kill_rate_tpu_default",
                 "detect_ratio_vs_best_baseline", "compiles_per_100_search_examples",
                 "compiles_per_100_shrink_examples", "examples_per_s", "recommended_max_grid_points", "machine",
-                "deadlock_report_s", "ray_overhead_ratio", "correct_margin", "mutant_ratio"):
+                "deadlock_report_s", "ray_overhead_ratio", "correct_margin", "mutant_ratio",
+                "smith_programs_per_minute_interpret", "smith_programs_per_minute_tpu_interpret",
+                "smith_planted_bugs_found"):
         assert key in results, key
     assert _positive(results["overhead_ratio"])
     assert _positive(results["ray_overhead_ratio"])

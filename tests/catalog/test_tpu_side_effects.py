@@ -15,4 +15,4 @@ def test_a_bare_side_effecting_kernel_is_lowered_with_its_result_unused():
 def test_inside_a_jit_jax_still_drops_it():
     assert tpu_side_effects.custom_calls_when_unused(inside_jit=True) == 0, (
         "JAX now lowers a side-effecting kernel inside a jit with its result unused: update "
-        "docs/upstream-findings.md section 14 and the message of backends/mosaic_params._lost")
+        "docs/upstream-findings.md section 17 and the message of backends/mosaic_params._lost")

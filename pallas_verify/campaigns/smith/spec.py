@@ -18,7 +18,7 @@ from pallas_verify.campaigns.smith.source import compile_program, program_source
 from pallas_verify.spec import KernelSpec
 from strategies.programs import SKELETONS, pallas_programs, program_inputs
 
-__all__ = ["DRAWN", "SPEC", "generated_spec"]
+__all__ = ["DRAWN", "SPEC", "SPEC_MASKED_LOADS", "campaign_spec", "generated_spec", "masked_loads_for"]
 
 DRAWN: dict[str, dict[str, Any]] = {}
 
@@ -41,12 +41,28 @@ def _inputs(config: dict[str, Any]) -> st.SearchStrategy[tuple[Any, ...]]:
 
 
 def generated_spec(*, name: str = "smith", skeletons: tuple[str, ...] = SKELETONS, max_grid_points: int = 8,
-                   max_depth: int = 3) -> KernelSpec:
-    """A KernelSpec whose configs are whole generated programs (see the module docstring)."""
-    programs = pallas_programs(skeletons=skeletons, max_grid_points=max_grid_points, max_depth=max_depth)
+                   max_depth: int = 3, masked_loads: bool = False) -> KernelSpec:
+    """A KernelSpec whose configs are whole generated programs (see the module docstring).
+
+    Programs are bitwise stable: float sums and dots run over exactly representable
+    values and every other operator is element-wise, so executing backends that each pass
+    the reference must also agree with each other bit for bit (a divergence otherwise)."""
+    programs = pallas_programs(skeletons=skeletons, max_grid_points=max_grid_points, max_depth=max_depth,
+                               masked_loads=masked_loads)
     return KernelSpec(name=name, kernel=_kernel, reference=_reference, configs=programs.map(_remember),
-                      inputs=_inputs, platforms=("tpu",), features=("generated",),
-                      bitwise_stable=False)  # reductions and dots may be reassociated per backend
+                      inputs=_inputs, platforms=("tpu",), features=("generated",), bitwise_stable=True)
+
+
+def masked_loads_for(backends: list[str]) -> bool:
+    """Whether programs may load with a mask: TPU interpret mode (JAX 0.12) cannot run a
+    masked load (``NotImplementedError: masked load_p``), so not when it is among ``backends``."""
+    return "tpu_interpret" not in backends
+
+
+def campaign_spec(backends: list[str]) -> KernelSpec:
+    """The module-level spec (loadable by reference in worker processes) for ``backends``."""
+    return SPEC_MASKED_LOADS if masked_loads_for(backends) else SPEC
 
 
 SPEC = generated_spec()
+SPEC_MASKED_LOADS = generated_spec(masked_loads=True)
