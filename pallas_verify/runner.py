@@ -35,6 +35,10 @@ __all__ = ["ISOLATE", "UNSUPPORTED", "Runner", "Unsupported", "example_key", "re
 ISOLATE: tuple[str, ...] = tuple(choices.ISOLATE)
 
 
+#: Examples per (backend, transform) cell compiled under drawn compiler-param overrides.
+OVERRIDES_PER_CELL = 3
+
+
 class Unsupported(Exception):
     """The backend cannot run this kernel at all; the message says why."""
 
@@ -88,6 +92,7 @@ class Runner:
         self._witnessed: dict[str, bool] = {}  # example + transform + backend -> judged clean there
         self.coverage: dict[tuple[str, str | None], Coverage] = {}  # (backend, transform) -> schedules run
         self.params_coverage: dict[tuple[str, str | None], ParamsCoverage] = {}  # ... -> compiler params drawn
+        self._overridden: dict[tuple[str, str | None], int] = {}  # (backend, transform) -> examples with overrides
         self.shapes = ShapeRerun(notes=self.notes)  # the shape_invariance reruns (oracles/shape_invariance.py)
 
     def __enter__(self) -> Runner:
@@ -130,6 +135,19 @@ class Runner:
         else:  # interpreters: one long-lived process for every spec and backend
             worker = shared_worker(slot)
         return _Running(case, backend, worker, worker.submit_case(self.spec_ref, case))
+
+    def _overrides_capped(self, backend: str, transform: str | None, mode: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``mode`` without its drawn compiler-param overrides once ``OVERRIDES_PER_CELL``
+        examples of the cell compiled under some (each costs a second compile)."""
+        if not mode.get("compiler_params"):
+            return mode
+        cell = (backend, transform)
+        self._overridden[cell] = self._overridden.get(cell, 0) + 1
+        if self._overridden[cell] <= OVERRIDES_PER_CELL:
+            return mode
+        self.notes.add(f"compiler_params: overrides compiled on the first {OVERRIDES_PER_CELL} examples per "
+                       "mosaic_tpu cell (each costs a second compile)")
+        return {**mode, "compiler_params": {}}
 
     def collect(self, running: _Running) -> Outcome:
         """The Outcome of a submitted case (its schedule counted in ``coverage``, what its
@@ -199,6 +217,7 @@ class Runner:
         own search runs them on every example it draws).
         """
         self._blame_now = blame
+        mode = self._overrides_capped(backend.name, transform, mode)
         key = example_key(config, inputs) + (f"+{transform}" if transform else "")
         case = Case(spec=self.spec, config=config, inputs=inputs, backend=backend.name, mode=mode, transform=transform)
         running = self.submit(case)  # the worker runs the kernel while the reference is computed here
