@@ -79,6 +79,8 @@ class Outcome:
         ``"race"``: race detection where nothing runs concurrently).
       schedule: the (grid point, core) pairs TPU interpret mode ran, in order (see
         ``backends.schedule``); None for other backends.
+      compiler_params: for a ``mosaic_tpu`` compile under drawn overrides of the kernel's
+        compiler params, what they did (``backends.mosaic_params``); None otherwise.
     """
 
     outputs: tuple[np.ndarray, ...] | None = None
@@ -93,6 +95,7 @@ class Outcome:
     reruns: frozenset[str] | None = None
     skipped: tuple[str, ...] = ()
     schedule: tuple[tuple[tuple[int, ...], int], ...] | None = None
+    compiler_params: Mapping[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

@@ -140,9 +140,11 @@ def verify(
                                        search.shrink.stopped, runner, Path(out_dir))
                     report.findings.extend(findings)
                     coverage = runner.coverage.get((backend.name, search.transform))
+                    params = runner.params_coverage.get((backend.name, search.transform))
                     result = _result(spec, backend, findings, search)
-                    report.results.append(result if coverage is None else
-                                          dataclasses.replace(result, grid_coverage=coverage.figure()))
+                    result = result if coverage is None else dataclasses.replace(result, grid_coverage=coverage.figure())
+                    report.results.append(result if params is None else
+                                          dataclasses.replace(result, compiler_params=params.figure()))
                     if progress is not None:
                         progress.cell(report.results[-1], len(findings))
                 runner.sandbox.release(backend.name)

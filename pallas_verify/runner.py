@@ -18,6 +18,7 @@ import numpy as np
 
 from pallas_verify import _jax_compat, attribution, transforms
 from pallas_verify.backends.base import Backend
+from pallas_verify.backends.mosaic_params import ParamsCoverage
 from pallas_verify.backends.schedule import Coverage
 from pallas_verify.case import UNSUPPORTED, Case, Outcome
 from pallas_verify.execution.sandbox import Running, Sandbox
@@ -27,6 +28,7 @@ from pallas_verify.loader import spec_ref
 from pallas_verify.oracles.approx import approx_math_case
 from pallas_verify.oracles.differential import judge_outcome
 from pallas_verify.oracles.divergence import Divergences
+from pallas_verify.oracles.shape_invariance import ShapeRerun
 from pallas_verify.reference import Expected, References
 from pallas_verify.reruns import Reruns
 from pallas_verify.spec import KernelSpec
@@ -34,6 +36,14 @@ from pallas_verify.tolerance import Comparison, element_errors
 from pallas_verify.tracer import BlameInputs, Tracer
 
 __all__ = ["Runner", "Unsupported", "Verdict"]
+
+
+#: Examples per (backend, transform) cell compiled under drawn compiler-param overrides.
+OVERRIDES_PER_CELL = 3
+
+
+#: Examples per (backend, transform) cell compiled under drawn compiler-param overrides.
+OVERRIDES_PER_CELL = 3
 
 
 class Unsupported(Exception):
@@ -63,7 +73,7 @@ class Runner:
     timeout_s: float = 120.0
     isolate: str = "auto"
     cache_size: int = 256
-    metamorphic: bool = True  # False: no reruns with one interpreter knob changed
+    metamorphic: bool = True  # False: no reruns with one interpreter knob changed, no shape_invariance rerun
 
     def __post_init__(self) -> None:
         self.spec_ref = spec_ref(self.spec)
@@ -76,6 +86,9 @@ class Runner:
         self.coverage: dict[tuple[str, str | None], Coverage] = {}  # (backend, transform) -> schedules run
         self.divergences = Divergences(self.cache_size)  # what each backend gave per example
         self._witnessed: Lru[str, bool] = Lru(maxsize=self.cache_size)  # example@backend -> judged clean there
+        self.params_coverage: dict[tuple[str, str | None], ParamsCoverage] = {}  # ... -> compiler params drawn
+        self._overridden: dict[tuple[str, str | None], int] = {}  # (backend, transform) -> examples with overrides
+        self.shapes = ShapeRerun(notes=self.references.notes)  # the shape_invariance reruns (oracles/shape_invariance.py)
 
     def __enter__(self) -> Runner:
         return self
@@ -118,6 +131,7 @@ class Runner:
         limitation: no attribution of its own, and no metamorphic reruns (this backend's
         own search runs them on every example it draws).
         """
+        mode = self._overrides_capped(backend.name, transform, mode)
         key = example_key(config, inputs) + (f"+{transform}" if transform else "")
         case = Case(spec=self.spec, config=config, inputs=inputs, backend=backend.name, mode=mode, transform=transform)
         running = self.sandbox.submit(case, backend)  # the worker runs the kernel while the reference is computed here
@@ -151,8 +165,10 @@ class Runner:
         found, table = judge_outcome(judged, outcome, expected, paths, truth)
         if found or not outcome.ok:
             return Verdict(_with_schedule(found, outcome), _mismatched(found, judged, outcome, expected, table))
-        found, blame = (self.reruns.findings(backend, case, outcome, paths, ahead) if self.metamorphic and not witness
-                        else ([], {}))
+        reruns = self.metamorphic and not witness
+        found, blame = self.reruns.findings(backend, case, outcome, paths, ahead) if reruns else ([], {})
+        if not found and reruns and getattr(backend, "reruns_shapes", False):
+            found = self.shapes.findings(case, outcome, expected, paths, lambda variant: self.run(variant, backend))
         if not found and backend.executes and transform is None:
             found = self.divergences.findings(key, case, outcome, paths, expected, truth)
         if not found and backend.executes and transforms.rule(transform).per_example:
@@ -174,9 +190,26 @@ class Runner:
         return bool(self._witnessed.get(key))
 
     def _saw(self, case: Case, outcome: Outcome) -> None:
-        """Every outcome collected: its schedule counted in ``coverage``."""
+        """Every outcome collected: its schedule counted in ``coverage``, what its
+        compiler-param overrides did in ``params_coverage``."""
+        key = (case.backend, case.transform)
         if outcome.schedule:
-            self.coverage.setdefault((case.backend, case.transform), Coverage()).add(outcome.schedule)
+            self.coverage.setdefault(key, Coverage()).add(outcome.schedule)
+        if outcome.compiler_params:
+            self.params_coverage.setdefault(key, ParamsCoverage()).add(outcome.compiler_params)
+
+    def _overrides_capped(self, backend: str, transform: str | None, mode: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``mode`` without its drawn compiler-param overrides once ``OVERRIDES_PER_CELL``
+        examples of the cell compiled under some (each costs a second compile)."""
+        if not mode.get("compiler_params"):
+            return mode
+        cell = (backend, transform)
+        self._overridden[cell] = self._overridden.get(cell, 0) + 1
+        if self._overridden[cell] <= OVERRIDES_PER_CELL:
+            return mode
+        self.references.notes.add(f"compiler_params: overrides compiled on the first {OVERRIDES_PER_CELL} examples "
+                                  "per mosaic_tpu cell (each costs a second compile)")
+        return {**mode, "compiler_params": {}}
 
 
 

@@ -65,7 +65,17 @@ class CompiledBackend:
         return _missing(self.family)
 
     def modes(self) -> st.SearchStrategy[Mapping[str, Any]]:
-        return st.just({})
+        """Mosaic TPU: overrides of the kernel's own compiler params, drawn around the
+        chip's VMEM (``backends.mosaic_params``); other families draw nothing."""
+        if self.family != "mosaic_tpu":
+            return st.just({})
+        from pallas_verify.backends import mosaic_params
+
+        return mosaic_params.modes(self._chip.device_kind)
+
+    @property
+    def _chip(self) -> Any:
+        return next(t for t in families.family(self.family).targets if t.name == self.target)
 
     def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         return []
@@ -75,8 +85,17 @@ class CompiledBackend:
 
     def run(self, case: Case) -> Outcome:
         if self.executes:
-            return execute_case(case, family=self.family, device=_attached_device(self.target))
-        return self._compile_cached(case)
+            return execute_case(case, family=self.family, device=_attached_device(self.target),
+                                program=_overridden(case.mode))
+        outcome = self._compile_cached(case)
+        if self.family != "mosaic_tpu":
+            return outcome
+        from pallas_verify.backends import mosaic_params
+
+        start = time.perf_counter()
+        judged = mosaic_params.compile_with_params(case, outcome, target=self.target,
+                                                   device_kind=self._chip.device_kind, key=_cache_key(self.name, case))
+        return dataclasses.replace(judged, seconds=outcome.seconds + time.perf_counter() - start)
 
     def _compile_cached(self, case: Case) -> Outcome:
         start = time.perf_counter()
@@ -106,6 +125,17 @@ def _attached_device(target: str) -> Any:
     import jax
 
     return next(d for d in jax.devices() if families.target_of(d.platform, d.device_kind) == target)
+
+
+def _overridden(mode: Mapping[str, Any]) -> Any:
+    """What a real chip runs of the traced function: the kernel under the mode's compiler-param
+    overrides (None: as it is)."""
+    overrides = mode.get("compiler_params")
+    if not overrides:
+        return None
+    from pallas_verify import _jax_compat
+
+    return lambda closed: _jax_compat.evaluator(_jax_compat.with_compiler_params(closed, overrides))
 
 
 def _cache_key(backend: str, case: Case) -> tuple[Any, ...]:

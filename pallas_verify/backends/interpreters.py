@@ -36,6 +36,7 @@ class HloInterpret:
     platforms: frozenset[str] = frozenset({"tpu", "gpu"})
     executes: bool = True
     isolate: bool = False
+    reruns_shapes: bool = True  # the shape_invariance rerun (oracles/shape_invariance.py)
 
     def available(self) -> str | None:
         return None
@@ -68,6 +69,7 @@ class TpuInterpret:
     platforms: frozenset[str] = frozenset({"tpu"})
     executes: bool = True
     isolate: bool = False
+    reruns_shapes: bool = True  # the shape_invariance rerun (oracles/shape_invariance.py)
 
     def available(self) -> str | None:
         return None

@@ -23,6 +23,7 @@ import functools
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,7 @@ from pallas_verify.case import UNSUPPORTED, Case, ErrorInfo, Outcome
 from pallas_verify.errors import PallasVerifyError
 from pallas_verify.transforms import bound
 
-__all__ = ["UNSUPPORTED", "compile_case", "execute_case", "kernel_sites", "unsupported_reason"]
+__all__ = ["UNSUPPORTED", "compile_case", "execute_case", "kernel_sites", "read_traced", "unsupported_reason"]
 
 _ARCH_IN_PROCESS: dict[str, str] = {}
 
@@ -62,10 +63,13 @@ def unsupported_reason(family: str, sites: list[str]) -> str | None:
     return None
 
 
-def compile_case(case: Case, *, family: str, target: str) -> tuple[Outcome, Any]:
+def compile_case(case: Case, *, family: str, target: str,
+                 program: Callable[[Any], Callable[..., Any]] | None = None) -> tuple[Outcome, Any]:
     """Lower and compile ``case`` (under its transform) for ``target``; (outcome,
     compiled executable or None).
 
+    ``program``, when given, makes what is compiled from the traced function's jaxpr (a
+    function of its flat arguments: the kernel with other compiler params, called twice...).
     Warnings raised while compiling (e.g. Triton's deprecation) become diagnostics.
     """
     start = time.perf_counter()
@@ -81,6 +85,8 @@ def compile_case(case: Case, *, family: str, target: str) -> tuple[Outcome, Any]
                 reason = unsupported_reason(family, kernel_sites(traced.jaxpr))
                 if reason is not None:
                     return _failed(ErrorInfo(type=UNSUPPORTED, message=reason), start, compiled_only=True), None
+                if program is not None:
+                    traced = _jax().jit(program(traced.jaxpr)).trace(*args)
                 _pin_mosaic_gpu_arch(family, target)
                 lowered = traced.lower(lowering_platforms=(platform,))
             compiled = lowered.compile()
@@ -94,25 +100,44 @@ def compile_case(case: Case, *, family: str, target: str) -> tuple[Outcome, Any]
     return Outcome(compiled_only=True, seconds=seconds, diagnostics=f"compiled for {family}:{target}{notes}"), compiled
 
 
-def execute_case(case: Case, *, family: str, device: Any) -> Outcome:
-    """Run ``case`` on a real device of ``family``'s platform and return its outputs."""
+def read_traced(case: Case, *, family: str, target: str, read: Callable[[Any], Any]) -> Any:
+    """``read(jaxpr)`` of ``case``'s function traced as for ``target``; None when it does not
+    trace (its compile then says why)."""
+    mesh, abstract_mesh = _mesh(family, target)
+    args = _abstract_args(case.inputs, mesh)
+    try:
+        with _device_facts(family, target), _use(abstract_mesh):
+            return read(_jax().jit(bound(case)).trace(*args).jaxpr)
+    except PallasVerifyError:
+        raise
+    except Exception:  # the kernel's own failure: the compile reports it
+        return None
+
+
+def execute_case(case: Case, *, family: str, device: Any,
+                 program: Callable[[Any], Callable[..., Any]] | None = None) -> Outcome:
+    """Run ``case`` on a real device of ``family``'s platform and return its outputs
+    (``program``: as for ``compile_case``)."""
     jax = _jax()
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        outcome = _execute(case, family, device, jax)
+        outcome = _execute(case, family, device, jax, program)
     return dataclasses.replace(outcome, seconds=time.perf_counter() - start,
                                diagnostics=outcome.diagnostics + _warning_text(caught))
 
 
-def _execute(case: Case, family: str, device: Any, jax: Any) -> Outcome:
+def _execute(case: Case, family: str, device: Any, jax: Any, program: Callable[[Any], Callable[..., Any]] | None) -> Outcome:
     start = time.perf_counter()
     try:
         inputs = [jax.device_put(x, device) for x in case.inputs]
         jitted = jax.jit(bound(case))
-        reason = unsupported_reason(family, kernel_sites(jitted.trace(*inputs).jaxpr))
+        traced = jitted.trace(*inputs)
+        reason = unsupported_reason(family, kernel_sites(traced.jaxpr))
         if reason is not None:
             return _failed(ErrorInfo(type=UNSUPPORTED, message=reason), start)
+        if program is not None:
+            jitted = jax.jit(program(traced.jaxpr))
         outputs = tuple(np.asarray(leaf) for leaf in jax.tree.leaves(jitted(*inputs)))
     except Exception as error:  # the kernel's own failure is the outcome
         return _failed(_error_info(error), start, diagnostics=str(error))

@@ -101,7 +101,9 @@ def _structural(table: Sequence[Comparison]) -> dict[str, str]:
 def _error_finding(case: Case, outcome: Outcome) -> Finding:
     error = outcome.error
     assert error is not None
-    if outcome.compiled_only:
+    if error.type == _jax_compat.SIDE_EFFECT_DROPPED:  # a compile's own check (backends.mosaic_params)
+        kind = "side_effect"
+    elif outcome.compiled_only:
         kind = "compile_error"
     else:
         kind = _jax_compat.error_kind(error.message) or "exception"

@@ -51,6 +51,9 @@ class BackendResult:
         examples run failed with the same signature ..."), else "".
       grid_coverage: for TPU interpret mode, the grid orders and core assignments its runs
         exercised (``backends.schedule.Coverage.figure``); None elsewhere.
+      compiler_params: for a ``mosaic_tpu`` compile backend, what the compiler-param
+        overrides it drew did (``backends.mosaic_params.ParamsCoverage.figure``); None
+        elsewhere.
     """
 
     kernel: str
@@ -64,6 +67,7 @@ class BackendResult:
     shrink_steps: int = 0
     note: str = ""
     grid_coverage: dict[str, Any] | None = None
+    compiler_params: dict[str, Any] | None = None
 
     @property
     def effort(self) -> str:

@@ -226,7 +226,10 @@ def test_compile_backends_are_the_eleven_targets():
         assert isinstance(backend, Backend)
         assert backend.isolate is True
         assert backend.platforms == ({"tpu"} if backend.family == "mosaic_tpu" else {"gpu"})
-        assert repr(backend.modes()) == "just({})"
+        if backend.family == "mosaic_tpu":  # overrides of the kernel's compiler params: tests/backends/test_mosaic_params.py
+            assert "vmem_limit_bytes" in repr(backend.modes())
+        else:
+            assert repr(backend.modes()) == "just({})"
 
 
 def test_nothing_executes_on_this_cpu_only_host():
