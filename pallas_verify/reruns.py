@@ -39,10 +39,9 @@ class RerunTally:
     last: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)  # backend -> reruns of its last example
 
     def count(self, backend: str, kinds: Sequence[str], wanted: Sequence[str], skipped: Sequence[str] = ()) -> None:
-        if kinds:
-            self.examples[backend] += 1
-        self.skipped.update((backend, k) for k in kinds if k not in wanted)
-        self.skipped.update((backend, k) for k in skipped)
+        self.examples[backend] += 1  # every example judged, so a count of left-out checks never exceeds it
+        left_out = {k for k in kinds if k not in wanted} | set(skipped)  # each check once per example
+        self.skipped.update((backend, k) for k in left_out)
 
     def notes(self) -> list[str]:
         """One line per check left out: on how many examples, and why."""
