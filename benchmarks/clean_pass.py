@@ -56,21 +56,21 @@ _WARM_UP = ("reference_kernels.elementwise", "SCALE_SHIFT")
 
 @contextlib.contextmanager
 def _recorded() -> Iterator[list[tuple[dict[str, Any], tuple[Any, ...]]]]:
-    """The (config, inputs) of every example ``Runner.check`` runs meanwhile."""
+    """The (config, inputs) of every example ``Runner.judge`` runs meanwhile."""
     from pallas_verify.runner import Runner
 
     seen: list[tuple[dict[str, Any], tuple[Any, ...]]] = []
-    original = Runner.check
+    original = Runner.judge
 
-    def check(self: Any, config: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+    def judge(self: Any, config: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         seen.append((dict(config), tuple(inputs)))
         return original(self, config, inputs, *args, **kwargs)
 
-    Runner.check = check  # type: ignore[method-assign]
+    Runner.judge = judge  # type: ignore[method-assign]
     try:
         yield seen
     finally:
-        Runner.check = original  # type: ignore[method-assign]
+        Runner.judge = original  # type: ignore[method-assign]
 
 
 def _specs_file(folder: Path, chosen: tuple[tuple[str, str], ...]) -> Path:

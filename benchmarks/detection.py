@@ -187,7 +187,7 @@ def _components(mutant: Any, seed: int) -> dict[str, float]:
     [ex] = draw_examples(mutant.spec, count=1, seed=seed)
     case = Case(spec=mutant.spec, config=ex.config, inputs=ex.inputs, backend="interpret")
     steps = {"static_trace": lambda: gridcheck.check_grid(mutant.spec.kernel, ex.inputs, ex.config),
-             "reference": lambda: reference_outputs(mutant.spec, ex.config, ex.inputs),
+             "reference": lambda: reference_outputs(mutant.spec.reference, ex.config, ex.inputs),
              "hlo_kernel": lambda: registry.get("interpret").run(case)}
     out = {}
     for name, step in steps.items():

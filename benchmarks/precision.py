@@ -91,8 +91,9 @@ def _judge(spec: Any, examples: int, seed: int, *, first_only: bool = False) -> 
     one row per (example, backend) that could not run."""
     from benchmarks.sampling import draw_examples
     from pallas_verify.case import Case
+    from pallas_verify.keys import example_key
     from pallas_verify.oracles.differential import compare_outputs
-    from pallas_verify.runner import Runner, example_key
+    from pallas_verify.runner import Runner
 
     try:
         drawn = draw_examples(spec, count=examples, seed=seed)

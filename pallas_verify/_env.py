@@ -8,7 +8,7 @@ __all__ = ["configure"]
 def configure() -> None:
     """CPU-first, quiet defaults when no accelerator is attached; the user's settings win.
 
-    See ``backends.targets.jax_env_defaults``: with no TPU or GPU on this host jax runs on
+    See ``backends.families.jax_env_defaults``: with no TPU or GPU on this host jax runs on
     the CPU (the interpreters, libtpu's compile-only devices and the CUDA plugin's
     deviceless compiles all still work); with one attached nothing is forced.
     """

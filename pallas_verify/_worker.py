@@ -31,10 +31,10 @@ def _serve(read_fd: int, write_fd: int) -> None:
             continue
         try:
             spec = specs.get(request["spec"]) or specs.setdefault(request["spec"], load_spec(request["spec"]))
-            if "task" in request:  # tracing for the static check or blame (pallas_verify.oracles.static)
-                from pallas_verify.oracles.static import serve_task
+            if "task" in request:  # tracing for the static check or blame (pallas_verify.tracer)
+                from pallas_verify.grid.tasks import serve
 
-                outbox.send(serve_task(spec, request))
+                outbox.send(serve(spec, request))
                 continue
             case = Case(
                 spec=spec,
@@ -46,8 +46,19 @@ def _serve(read_fd: int, write_fd: int) -> None:
             )
             outcome = registry.get(case.backend).run(case)
         except Exception as exc:  # a failure to load or run: report it, keep serving
-            outcome = Outcome(error=ErrorInfo(type=type(exc).__name__, message=str(exc), traceback=traceback.format_exc()))
+            outcome = Outcome(error=ErrorInfo(type=type(exc).__name__, message=str(exc), traceback=traceback.format_exc()),
+                              compiled_only=_compiles_only(request.get("backend")))
         outbox.send(outcome)
+
+
+def _compiles_only(backend: str | None) -> bool:
+    """Whether ``backend`` only compiles here (its failure is then a ``compile_error``)."""
+    from pallas_verify.backends import registry
+
+    try:
+        return not registry.get(str(backend)).executes
+    except Exception:  # an unknown backend: its error says so
+        return False
 
 
 if __name__ == "__main__":

@@ -35,10 +35,13 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pallas_verify import _jax_compat
 from pallas_verify.case import Case, ErrorInfo, Outcome
+
+if TYPE_CHECKING:
+    from pallas_verify.backends.base import Backend
 
 __all__ = ["SANITIZER_KINDS", "Upstream", "attribute", "sanitizer_signal", "upstream_frame", "witness_mode",
            "witnesses"]
@@ -123,26 +126,25 @@ def witnesses(spec: Any, failing: str) -> list[Any]:
 
 
 def witness_mode(backend: str) -> dict[str, Any]:
-    """The mode a backend witnesses in (its ``witness_mode()``; ``{}`` when it has none)."""
+    """The mode the backend called ``backend`` witnesses in (its ``witness_mode()``)."""
     from pallas_verify.backends import registry
 
-    return dict(getattr(registry.get(backend), "witness_mode", dict)())
+    return dict(registry.get(backend).witness_mode())
 
 
-def attribute(case: Case, outcome: Outcome, *, clean: Callable[[Case], bool],
+def attribute(case: Case, outcome: Outcome, backend: Backend, *, clean: Callable[[Case, Backend], bool],
               seen: dict[str, Upstream]) -> str | None:
-    """The n/a reason when ``outcome``'s error is an upstream limitation (module docstring),
-    else None. ``clean(case)`` runs a case on its backend and says whether it was judged
-    clean; the first limitation per backend is recorded in ``seen``."""
-    from pallas_verify.backends import registry
-
-    if not registry.get(case.backend).executes or outcome.crashed or outcome.timed_out:
+    """The n/a reason when ``outcome``'s error (of ``case`` on ``backend``) is an upstream
+    limitation (module docstring), else None. ``clean(case, witness)`` runs a case on the
+    witness backend and says whether it was judged clean; the first limitation per backend
+    is recorded in ``seen``."""
+    if not backend.executes or outcome.crashed or outcome.timed_out:
         return None
     frame = upstream_frame(outcome.error)
     if frame is None:
         return None
     for witness in witnesses(case.spec, case.backend):
-        if clean(dataclasses.replace(case, backend=witness.name, mode=witness_mode(witness.name))):
+        if clean(dataclasses.replace(case, backend=witness.name, mode=dict(witness.witness_mode())), witness):
             assert outcome.error is not None
             site = _jax_compat.operation_site(outcome.error.traceback)
             found = Upstream(kernel=case.spec.name, backend=case.backend, transform=case.transform,

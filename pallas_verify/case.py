@@ -67,7 +67,8 @@ class Outcome:
       diagnostics: captured stdout/log text worth keeping (race reports, semaphore
         counts at kernel exit, compiler remarks).
       seconds: wall time of the run.
-      compiled_only: True when the backend compiled without executing.
+      compiled_only: True when the backend compiled, or tried to, without executing (its
+        error is then a ``compile_error``, and it has no outputs to judge).
       crashed: a description when the process running the case died (signal, exit code).
       timed_out: True when the case exceeded its time limit.
       inputs_after: the inputs as they were after the run (for input_mutation), or None.
@@ -78,6 +79,8 @@ class Outcome:
         ``"race"``: race detection where nothing runs concurrently).
       schedule: the (grid point, core) pairs TPU interpret mode ran, in order (see
         ``backends.schedule``); None for other backends.
+      compiler_params: for a ``mosaic_tpu`` compile under drawn overrides of the kernel's
+        compiler params, what they did (``backends.mosaic_params``); None otherwise.
     """
 
     outputs: tuple[np.ndarray, ...] | None = None
@@ -92,6 +95,7 @@ class Outcome:
     reruns: frozenset[str] | None = None
     skipped: tuple[str, ...] = ()
     schedule: tuple[tuple[tuple[int, ...], int], ...] | None = None
+    compiler_params: Mapping[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

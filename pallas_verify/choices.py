@@ -6,9 +6,10 @@ the one table the engine uses.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
-__all__ = ["ISOLATE", "PROFILES", "describe"]
+__all__ = ["ISOLATE", "PROFILES", "describe", "run_seed"]
 
 #: Hypothesis settings profile -> (what it is for, its budget: settings keyword arguments).
 PROFILES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -28,3 +29,14 @@ ISOLATE: dict[str, str] = {
 def describe(table: dict[str, Any]) -> str:
     """``name (what it is), ...`` for option help."""
     return ", ".join(f"{name} ({value[0] if isinstance(value, tuple) else value})" for name, value in table.items())
+
+
+def run_seed(seed: int | None, profile: str | None = None) -> int:
+    """The seed of a run, one policy for every front end and campaign: the one given; 0
+    under a derandomized ``profile`` (ci: the same run every time); else a fresh random
+    one. Printed and recorded, it repeats the search."""
+    if seed is not None:
+        return seed
+    if profile is not None and PROFILES.get(profile, ("", {}))[1].get("derandomize"):
+        return 0
+    return random.SystemRandom().randrange(2**32)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pallas_verify._env import configure
-from pallas_verify.exits import EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, campaign_status
+from pallas_verify.choices import run_seed
+from pallas_verify.exits import EXIT_CLEAN, EXIT_USAGE, campaign_status
 
 if TYPE_CHECKING:
     from pallas_verify.reports.report import Report
@@ -220,7 +220,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from pallas_verify.reports.live import LiveProgress
     from pallas_verify.reports.report import Report
 
-    seed = _seed(args.seed, derandomized=profile_settings(args.profile).derandomize)
+    profile_settings(args.profile)  # a profile not in the table is a usage error, before any work
+    seed = run_seed(args.seed, args.profile)
     out, json_path = _verify_outputs(args)  # before any work: a run must not end unable to write
     _check_import(args.target, args.timeout)
     specs = load_specs(args.target)
@@ -309,14 +310,6 @@ def _workers(args: argparse.Namespace, local_default: int) -> int | None:
     return args.workers if args.workers is not None or args.executor != "local" else local_default
 
 
-def _seed(seed: int | None, *, derandomized: bool) -> int:
-    """The seed of a run: the one given, 0 for a derandomized profile (ci: the same run
-    every time), else a fresh random one. Printed and recorded, it repeats the search."""
-    if seed is not None:
-        return seed
-    return 0 if derandomized else random.SystemRandom().randrange(2**32)
-
-
 def _cmd_fuzz(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
@@ -334,7 +327,7 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from pallas_verify.campaigns.fuzzdb import replay_report
+    from pallas_verify.campaigns.replay import replay_report
 
     return replay_report(args.report)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["InvalidArgument", "InvalidSpec", "PallasVerifyError", "brief", "closest"]
+__all__ = ["InvalidArgument", "InvalidSpec", "PallasVerifyError", "brief", "check_positive_int", "closest"]
 
 
 class PallasVerifyError(Exception):
@@ -18,6 +18,16 @@ class InvalidSpec(PallasVerifyError, TypeError):
 
 class InvalidArgument(PallasVerifyError, ValueError):
     """An argument to a public function or CLI option is invalid."""
+
+
+def check_positive_int(name: str, value: object, *, optional: bool = False, example: int | None = None) -> None:
+    """InvalidArgument naming ``name=value`` unless ``value`` is an int of at least 1 (not a
+    bool); None passes when ``optional``."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        hint = f", e.g. {example}" if example is not None else ""
+        raise InvalidArgument(f"{name}={value!r} must be a positive integer{hint}.")
 
 
 def closest(value: str, choices: Iterable[str]) -> str:

@@ -4,21 +4,26 @@ A run's status says what happened, most important first: findings (1) win over a
 incomplete run, so a bug found before a cancel is never reported as a cancel; a run cut
 short (SIGINT, SIGTERM) with nothing found is 130, never 0; a run that finished its
 budget without reaching every cell, or lost units to its infrastructure, is 4. Usage
-errors and invalid specs are 2. Reproducers use 0, 1 and 3 (``reports.reproduce``).
+errors and invalid specs are 2. A reproducer (and a replay) says 1 while its finding
+reproduces, 0 once fixed, 3 when its case cannot run here (``campaigns.replay``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_INCOMPLETE", "EXIT_INTERRUPTED", "EXIT_USAGE", "campaign_status",
-           "run_status"]
+__all__ = ["EXIT_CANNOT_RUN", "EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_FIXED", "EXIT_INCOMPLETE", "EXIT_INTERRUPTED",
+           "EXIT_REPRODUCES", "EXIT_USAGE", "campaign_status", "run_status"]
 
 EXIT_CLEAN = 0  # every cell ran, nothing found
 EXIT_FINDINGS = 1  # something was found (whether or not the run was complete)
 EXIT_USAGE = 2  # a usage error, an unloadable spec file or an invalid spec
 EXIT_INCOMPLETE = 4  # nothing found, but some cells were not reached or units were lost
 EXIT_INTERRUPTED = 130  # stopped by SIGINT or SIGTERM before the end, nothing found
+
+EXIT_REPRODUCES = 1  # a reproducer's finding (or another) still shows on its case
+EXIT_FIXED = 0  # the case ran and showed no finding
+EXIT_CANNOT_RUN = 3  # the case cannot run here: nothing is known about the finding
 
 
 def run_status(*, findings: bool, interrupted: bool = False, incomplete: bool = False) -> int:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import json
-import random
 import re
 import sys
 import time
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pallas_verify import testing
-from pallas_verify.choices import ISOLATE, PROFILES, describe
+from pallas_verify.choices import ISOLATE, PROFILES, describe, run_seed
 from pallas_verify.testing import DEFAULT_BACKENDS, KernelFindingsError, PluginOptions, verify_with
 
 # kernel_test lives in pallas_verify.testing; `from pallas_verify.plugin import kernel_test`
@@ -68,8 +67,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _options(config: pytest.Config) -> PluginOptions:
     get = config.getoption
-    if get("--pv-max-examples") is not None and get("--pv-max-examples") < 1:
-        raise pytest.UsageError(f"--pv-max-examples={get('--pv-max-examples')} must be a positive integer.")
+    if get("--pv-max-examples") is not None:  # checked (errors loaded) only when given
+        _check(lambda: _errors().check_positive_int("--pv-max-examples", get("--pv-max-examples")))
     backends = DEFAULT_BACKENDS
     if get("--pv-backends") is not None:
         backends = tuple(b.strip() for b in get("--pv-backends").split(",") if b.strip())
@@ -111,6 +110,12 @@ def _isolate_choice(value: str) -> None:
         raise InvalidArgument(f"--pv-isolate={value!r} is not one of {tuple(ISOLATE)}.")
 
 
+def _errors() -> Any:
+    from pallas_verify import errors
+
+    return errors
+
+
 def _registry() -> Any:
     from pallas_verify.backends import registry
 
@@ -123,14 +128,12 @@ def _profiles() -> Any:
     return profiles
 
 
-def _seed(config: pytest.Config, profile: str) -> int | None:
-    """The given seed; the controller's on an xdist worker; else fresh (None under ci)."""
-    if config.getoption("--pv-seed") is not None:
-        return config.getoption("--pv-seed")
+def _seed(config: pytest.Config, profile: str) -> int:
+    """The controller's seed on an xdist worker; else the run's (``choices.run_seed``)."""
     workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None and "pv_seed" in workerinput:
+    if config.getoption("--pv-seed") is None and workerinput is not None and "pv_seed" in workerinput:
         return workerinput["pv_seed"]
-    return None if profile == "ci" else random.SystemRandom().randrange(2**32)
+    return run_seed(config.getoption("--pv-seed"), profile)
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -164,7 +167,8 @@ def pytest_configure_node(node: Any) -> None:
 
 def pytest_report_header(config: pytest.Config) -> str:
     o = config.stash[_OPTIONS]
-    seed = "none (deterministic profile)" if o.seed is None else f"{o.seed} (repeat with --pv-seed {o.seed})"
+    how = "deterministic profile: " if PROFILES.get(o.profile, ("", {}))[1].get("derandomize") else ""
+    seed = f"{o.seed} ({how}repeat with --pv-seed {o.seed})"
     examples = o.max_examples if o.max_examples is not None else "profile default"
     return (f"pallas-verify: seed={seed}, profile={o.profile}, backends={','.join(o.backends)}, "
             f"max_examples={examples}")

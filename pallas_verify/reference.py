@@ -20,8 +20,9 @@ operation the evaluation cannot lift, or raises in float64), ``Truth.outputs`` i
 ``Truth.reason`` says why; ``Truth.depth`` is then the reduction depth visible in the
 reference's jaxpr, which the fallback bound grows with (``tolerance.compare``).
 
-Compiled functions are kept in bounded per-process caches keyed by the reference and
-its config; the per-example results are cached by the runner.
+Compiled references are kept in one bounded per-process cache keyed by the reference,
+its config and its transform (``bound``); the per-example results of a run are kept in a
+bounded ``References`` (the runner's).
 """
 
 from __future__ import annotations
@@ -30,14 +31,16 @@ import dataclasses
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from pallas_verify import _jax_compat
+from pallas_verify.keys import Lru, bound_key
 from pallas_verify.spec import KernelSpec
 
-__all__ = ["NoGroundTruth", "Truth", "ground_truth", "reduction_depth", "reference_outputs", "spec_truth"]
+__all__ = ["Bound", "Expected", "NoGroundTruth", "References", "Truth", "bound", "ground_truth", "reduction_depth",
+           "reference_outputs", "reference_truth"]
 
 Arrays = Sequence[np.ndarray]
 # Reductions whose rounding error grows with the number of terms (max/min/argmax are exact).
@@ -69,28 +72,136 @@ class Truth:
     shadow: list[np.ndarray | None] | None = None
 
 
-# --- working precision --------------------------------------------------------------
+# --- one compiled reference per (reference, config, transform) ----------------------
 
-@functools.lru_cache(maxsize=512)
-def _jit_reference(reference: Any, config_items: tuple[tuple[str, Any], ...]) -> Any:
-    import jax
+@dataclasses.dataclass(eq=False)
+class Bound:
+    """A reference bound to one config (under a transform's ``wrap``), compiled once: its
+    jit at working precision and, per input shapes, its float64 evaluation (``_lift``)."""
 
-    config = dict(config_items)
-    return jax.jit(lambda *xs: reference(*xs, **config))
+    fn: Callable[..., Any]
+    _jit: Any = None
+    _lifted: Lru[Any, tuple[Any, int, str | None]] = dataclasses.field(default_factory=lambda: Lru(maxsize=16))
+
+    def outputs(self, inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
+        """Its outputs (numpy, flattened) and their paths (``out``, ``out[1]``...)."""
+        import jax
+
+        if self._jit is None:
+            self._jit = jax.jit(self.fn)
+        result = jax.block_until_ready(self._jit(*inputs))
+        leaves, _ = jax.tree_util.tree_flatten_with_path(result)
+        return [np.asarray(leaf) for _, leaf in leaves], ["out" + jax.tree_util.keystr(path) for path, _ in leaves]
+
+    def truth(self, inputs: Arrays) -> Truth:
+        """Its outputs on ``inputs`` with every float value carried in float64 (and the
+        float32 shadows of its narrow float outputs)."""
+        import jax
+
+        avals = tuple((tuple(np.shape(x)), str(np.asarray(x).dtype)) for x in inputs)
+        compiled, depth, reason = self._lifted.get_or_make(avals, lambda: _lift(self.fn, avals))
+        if compiled is None:
+            return Truth(outputs=None, reason=reason, depth=depth)
+        run, narrow = compiled
+        try:
+            with jax.enable_x64(True):
+                outs, shadows = jax.block_until_ready(run(*(_lift_value(np.asarray(x)) for x in inputs)))
+                outputs = [np.asarray(o) for o in outs]
+        except Exception as exc:
+            return Truth(outputs=None, reason=f"the reference raised {type(exc).__name__} in float64: "
+                         f"{_first_line(exc)}", depth=depth)
+        shadow: list[np.ndarray | None] = [None] * len(outputs)
+        for i, value in zip(narrow, shadows, strict=True):
+            shadow[i] = np.asarray(value)
+        return Truth(outputs=outputs, depth=depth, shadow=shadow)
 
 
-def reference_outputs(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
-    """The reference's outputs (numpy, flattened) and their paths (``out``, ``out[1]``...)."""
-    import jax
+# The one process-wide cache of compiled references (a long-lived worker stays small).
+_BOUND: Lru[tuple[Any, ...], Bound] = Lru(maxsize=512)
 
-    try:
-        fn = _jit_reference(spec.reference, tuple(sorted(config.items())))
-    except TypeError:  # unhashable config values: no cache
-        fn = jax.jit(lambda *xs: spec.reference(*xs, **config))
-    result = jax.block_until_ready(fn(*inputs))
-    leaves, _ = jax.tree_util.tree_flatten_with_path(result)
-    paths = ["out" + jax.tree_util.keystr(path) for path, _ in leaves]
-    return [np.asarray(leaf) for _, leaf in leaves], paths
+
+def bound(reference: Callable[..., Any], config: Mapping[str, Any], transform: str | None = None,
+          wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None) -> Bound:
+    """``reference`` bound to ``config`` and run under ``wrap`` (the ``transform``'s), compiled once."""
+    def make() -> Bound:
+        fn = functools.partial(reference, **dict(config))
+        return Bound(fn if wrap is None else wrap(fn))
+
+    return _BOUND.get_or_make(bound_key(reference, config, transform), make)
+
+
+def reference_outputs(reference: Callable[..., Any], config: Mapping[str, Any],
+                      inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
+    """A spec's ``reference`` outputs (numpy, flattened) on one example, and their paths
+    (``out``, ``out[1]``...)."""
+    return bound(reference, config).outputs(inputs)
+
+
+def reference_truth(reference: Callable[..., Any], config: Mapping[str, Any], inputs: Arrays) -> Truth:
+    """The ground truth of a spec's ``reference`` on one example."""
+    return bound(reference, config).truth(inputs)
+
+
+def ground_truth(fn: Callable[..., Any], inputs: Arrays) -> Truth:
+    """``fn``'s outputs on ``inputs`` with every float value carried in float64 (and the
+    float32 shadows of its narrow float outputs)."""
+    return _BOUND.get_or_make(("as given", *bound_key(fn, {})), lambda: Bound(fn)).truth(inputs)
+
+
+# --- per example -------------------------------------------------------------------
+
+class Expected(NamedTuple):
+    """What the reference gives for one example: its outputs, their paths, and the float64
+    ground truth (None under an explicit tolerance, which needs none)."""
+
+    outputs: list[np.ndarray]
+    paths: list[str]
+    truth: Truth | None
+
+
+class _Rule(Protocol):
+    """How the expected of a (transformed) example is computed (``transforms.Rule``)."""
+
+    name: str | None
+
+    def expected(self, reference: Callable[..., Any], config: Mapping[str, Any],
+                 inputs: Arrays) -> tuple[list[np.ndarray], list[str]]: ...
+
+    def truth(self, reference: Callable[..., Any], config: Mapping[str, Any], inputs: Arrays) -> Truth: ...
+
+
+class References:
+    """The reference's Expected per example of one spec, each computed once; at most
+    ``cache_size`` kept, the least recently used evicted first.
+
+    Attributes:
+      runs: examples whose reference was computed (not served from the cache).
+      notes: why a ground truth was missing, once per reason (said once per spec).
+    """
+
+    def __init__(self, spec: KernelSpec, cache_size: int = 256) -> None:
+        self.spec = spec
+        self.runs = 0
+        self.notes: set[str] = set()
+        self._cache: Lru[str, Expected] = Lru(maxsize=cache_size)
+
+    def expected(self, config: Mapping[str, Any], inputs: Arrays, key: str, rule: _Rule) -> Expected:
+        """The Expected of the example ``key`` (``keys.example_key``), under ``rule``."""
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        self.runs += 1
+        outputs, paths = rule.expected(self.spec.reference, config, tuple(inputs))
+        truth = None
+        if self.spec.tolerance is None:
+            truth = rule.truth(self.spec.reference, config, tuple(inputs))
+            if truth.reason:
+                under = f" under {rule.name}" if rule.name else ""
+                self.notes.add(f"no float64 ground truth{under}: {truth.reason}; outputs judged by a bound "
+                               f"growing with the reduction depth ({truth.depth})")
+        expected = Expected(outputs, paths, truth)
+        self._cache.put(key, expected)
+        return expected
 
 
 # --- float64 ground truth -----------------------------------------------------------
@@ -206,13 +317,12 @@ def reduction_depth(jaxpr: Any) -> int:
     return max(total, 1)
 
 
-@functools.lru_cache(maxsize=256)
-def _lifted(fn: Callable[..., Any], avals: tuple[tuple[tuple[int, ...], str], ...]) -> tuple[Any, int, str | None]:
+def _lift(fn: Callable[..., Any], avals: tuple[tuple[tuple[int, ...], str], ...]) -> tuple[Any, int, str | None]:
     """(compiled evaluation or None, reduction depth, why not) of ``fn`` at ``avals``.
 
     Traced at working precision, then lifted and compiled under x64; the compiled function
     takes the float64 inputs and returns (float64 outputs, float32 shadows of the narrow
-    float outputs). A failure is kept in the cache like a success, so a spec without a
+    float outputs). A failure is kept (``Bound``) like a success, so a spec without a
     ground truth pays for it once.
     """
     import jax
@@ -247,45 +357,3 @@ def _lifted(fn: Callable[..., Any], avals: tuple[tuple[tuple[int, ...], str], ..
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0][:200] if text else ""
-
-
-def ground_truth(fn: Callable[..., Any], inputs: Arrays) -> Truth:
-    """``fn``'s outputs on ``inputs`` with every float value carried in float64 (and the
-    float32 shadows of its narrow float outputs)."""
-    import jax
-
-    avals = tuple((tuple(np.shape(x)), str(np.asarray(x).dtype)) for x in inputs)
-    compiled, depth, reason = _lifted(fn, avals)
-    if compiled is None:
-        return Truth(outputs=None, reason=reason, depth=depth)
-    run, narrow = compiled
-    try:
-        with jax.enable_x64(True):
-            outs, shadows = jax.block_until_ready(run(*(_lift_value(np.asarray(x)) for x in inputs)))
-            outputs = [np.asarray(o) for o in outs]
-    except Exception as exc:
-        return Truth(outputs=None, reason=f"the reference raised {type(exc).__name__} in float64: "
-                     f"{_first_line(exc)}", depth=depth)
-    shadow: list[np.ndarray | None] = [None] * len(outputs)
-    for i, value in zip(narrow, shadows, strict=True):
-        shadow[i] = np.asarray(value)
-    return Truth(outputs=outputs, depth=depth, shadow=shadow)
-
-
-@functools.lru_cache(maxsize=512)
-def _bound(reference: Any, config_items: tuple[tuple[str, Any], ...]) -> Callable[..., Any]:
-    return functools.partial(reference, **dict(config_items))
-
-
-def bound_reference(spec: KernelSpec, config: Mapping[str, Any]) -> Callable[..., Any]:
-    """``spec.reference`` with ``config`` bound, one object per (reference, config) so the
-    compiled ground truth is reused across examples."""
-    try:
-        return _bound(spec.reference, tuple(sorted(config.items())))
-    except TypeError:  # unhashable config values: no cache
-        return functools.partial(spec.reference, **config)
-
-
-def spec_truth(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> Truth:
-    """The ground truth of ``spec.reference`` on one example."""
-    return ground_truth(bound_reference(spec, config), inputs)

@@ -48,7 +48,8 @@ class PluginOptions:
       backends: backend names each spec is tested on; default DEFAULT_BACKENDS.
       max_examples: examples per backend; None (default) keeps the profile's.
       profile: Hypothesis settings profile (dev, ci, nightly); default "dev".
-      seed: the session's seed; None under a deterministic profile (ci).
+      seed: the session's seed (``choices.run_seed``: 0 under a deterministic profile, ci); None
+        outside a session.
       report_dir: where the session's report is written; None (default): no report.
       out_dir: where reproducers are written; default ``pv-out`` under the rootdir.
       timeout_s: per-case time limit in seconds; default 120.

@@ -25,7 +25,7 @@ from pallas_verify.precision import ERROR_RATIO, FLOOR_EPS, FLOOR_STEPS, NARROW_
 from pallas_verify.spec import Tolerance
 
 __all__ = ["ERROR_RATIO", "FALLBACK_EPS", "FLOOR_EPS", "FLOOR_STEPS", "NARROW_RATIO", "Comparison", "compare",
-           "default_tolerance", "ulp_distance"]
+           "default_tolerance", "element_errors", "ulp_distance"]
 
 #: Without a ground truth: |kernel - reference| <= FALLBACK_EPS * eps * sqrt(depth) *
 #: max |reference| (plus the dtype's default tolerance), depth from the reference's jaxpr.
@@ -78,6 +78,17 @@ def ulp_distance(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
     nan_a, nan_e = _isnan(actual), _isnan(expected)
     dist = np.where(nan_a & nan_e, 0, dist)
     return np.where(nan_a ^ nan_e, np.iinfo(np.int64).max, dist)
+
+
+def element_errors(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """``|actual - expected|`` per element in float64: 0 where both are NaN or the same
+    infinity, ``inf`` where a NaN or an infinity meets anything else (what blame maps)."""
+    a = np.asarray(actual).astype(np.float64)
+    e = np.asarray(expected).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(a - e)
+    agree = (np.isnan(a) & np.isnan(e)) | (np.isinf(a) & (a == e))
+    return np.where(agree, 0.0, np.where(np.isnan(err), np.inf, err))
 
 
 def _ordered(bits: np.ndarray) -> np.ndarray:

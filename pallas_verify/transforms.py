@@ -13,7 +13,10 @@ saves that tuple in its ``.npz`` and reruns the transformed call:
   kernels) must match the reference's VJP for every floating-point input; integer and
   bool inputs (metadata) are not differentiated. Outputs are named ``grad(argI)``.
 
-``RULES`` is the one table of transforms; its names are ``spec.TRANSFORMS``.
+``RULES`` is the one table of transforms (its names are ``spec.TRANSFORMS``), ``BARE`` the
+rule of the bare kernel; ``rule(transform)`` picks one. ``bound(case)`` is the kernel bound
+to the case's config under its transform: what every backend runs or compiles and what
+blame traces.
 """
 
 from __future__ import annotations
@@ -27,23 +30,27 @@ import numpy as np
 from hypothesis import strategies as st
 
 from pallas_verify import reference
-from pallas_verify.backends.wrap import WRAPS, inexact, split
+from pallas_verify.backends.wrap import grad_wrap, inexact, split, vmap_wrap
 from pallas_verify.case import Case, Outcome
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.findings import Finding
 from pallas_verify.oracles.base import case_finding
-from pallas_verify.reference import Truth, reference_outputs, spec_truth
+from pallas_verify.reference import Truth, reference_outputs, reference_truth
 from pallas_verify.spec import TRANSFORMS, KernelSpec, Tolerance
 
 __all__ = [
+    "BARE",
     "GRAD_TOLERANCE_FACTOR",
     "MAX_BATCH",
     "RULES",
+    "Rule",
+    "bound",
     "expected_outputs",
     "extend",
     "ground_truth",
     "judged",
     "per_example_findings",
+    "rule",
 ]
 
 #: Smallest batch ``vmap`` draws: a batch of one tests nothing the bare search does not.
@@ -80,14 +87,15 @@ def _unbatch(inputs: Arrays, b: int) -> Arrays:
     return tuple(np.asarray(x[b]) for x in inputs)
 
 
-def _vmap_expected(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
-    per_example = [reference_outputs(spec, config, _unbatch(inputs, b)) for b in range(len(inputs[0]))]
+def _vmap_expected(fn: Callable[..., Any], config: Mapping[str, Any],
+                   inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
+    per_example = [reference_outputs(fn, config, _unbatch(inputs, b)) for b in range(len(inputs[0]))]
     outputs = [np.stack(leaves) for leaves in zip(*(outs for outs, _ in per_example), strict=True)]
     return outputs, [f"vmap({p})" for p in per_example[0][1]]
 
 
-def _vmap_truth(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> Truth:
-    per_example = [spec_truth(spec, config, _unbatch(inputs, b)) for b in range(len(inputs[0]))]
+def _vmap_truth(fn: Callable[..., Any], config: Mapping[str, Any], inputs: Arrays) -> Truth:
+    per_example = [reference_truth(fn, config, _unbatch(inputs, b)) for b in range(len(inputs[0]))]
     depth = max(t.depth for t in per_example)
     missing = next((t for t in per_example if t.outputs is None), None)
     if missing is not None:
@@ -125,38 +133,19 @@ def _grad_extend(data: st.DataObject, spec: KernelSpec, config: Mapping[str, Any
     return (*inputs, *cotangents, np.arange(len(inputs), dtype=np.int32))
 
 
-@functools.lru_cache(maxsize=256)
-def _referencevjp(reference: Any, config_items: tuple[tuple[str, Any], ...]) -> Any:
-    return WRAPS["grad"](functools.partial(reference, **dict(config_items)))
+def _grad_reference(fn: Callable[..., Any], config: Mapping[str, Any]) -> reference.Bound:
+    return reference.bound(fn, config, "grad", grad_wrap)
 
 
-@functools.lru_cache(maxsize=256)
-def _jit_referencevjp(reference: Any, config_items: tuple[tuple[str, Any], ...]) -> Any:
-    import jax
-
-    return jax.jit(_referencevjp(reference, config_items))
-
-
-def _grad_truth(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> Truth:
+def _grad_truth(fn: Callable[..., Any], config: Mapping[str, Any], inputs: Arrays) -> Truth:
     """The reference's VJP evaluated in float64 (primals and cotangents upcast)."""
-    try:
-        fn = _referencevjp(spec.reference, tuple(sorted(config.items())))
-    except TypeError:  # unhashable config values: no cache
-        fn = WRAPS["grad"](functools.partial(spec.reference, **config))
-    return reference.ground_truth(fn, inputs)
+    return _grad_reference(fn, config).truth(inputs)
 
 
-def _grad_expected(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
-    import jax
-
-    try:
-        fn = _jit_referencevjp(spec.reference, tuple(sorted(config.items())))
-    except TypeError:  # unhashable config values: no cache
-        fn = jax.jit(WRAPS["grad"](functools.partial(spec.reference, **config)))
-    grads = jax.block_until_ready(fn(*inputs))
+def _grad_expected(fn: Callable[..., Any], config: Mapping[str, Any], inputs: Arrays) -> tuple[list[np.ndarray], list[str]]:
+    grads, _ = _grad_reference(fn, config).outputs(inputs)
     primals, _ = split(inputs)
-    paths = [f"grad(arg{i})" for i, x in enumerate(primals) if inexact(x.dtype)]
-    return [np.asarray(g) for g in grads], paths
+    return grads, [f"grad(arg{i})" for i, x in enumerate(primals) if inexact(x.dtype)]
 
 
 def _grad_tolerance(spec: KernelSpec, expected: Sequence[np.ndarray]) -> Tolerance | None:
@@ -173,64 +162,88 @@ def _grad_tolerance(spec: KernelSpec, expected: Sequence[np.ndarray]) -> Toleran
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Rule:
-    """How one transform extends an example and computes the expected (backends/wrap.py
-    wraps the kernel).
+    """How the kernel runs under one transform (or bare), how that extends an example,
+    and how the expected is computed.
 
     Attributes:
-      name: the transform's name (one of ``spec.TRANSFORMS``).
+      name: the transform's name (one of ``spec.TRANSFORMS``); None for the bare kernel.
+      wrap: how a function (the kernel or the reference bound to a config) runs under it.
       extend: ``(data, spec, config, inputs, more) -> extended inputs``; ``more()`` draws
-        another example's inputs for the same config.
-      expected: ``(spec, config, extended inputs) -> (outputs, paths)`` from the reference.
-      truth: ``(spec, config, extended inputs) -> Truth``: the same in float64.
+        another example's inputs for the same config. None: the inputs as drawn.
+      expected: ``(reference, config, extended inputs) -> (outputs, paths)``, ``reference``
+        the spec's reference function.
+      truth: ``(reference, config, extended inputs) -> Truth``: the same in float64.
       tolerance: ``(spec, expected outputs) -> Tolerance`` used to compare under an
         explicit spec tolerance; None: the spec's.
+      per_example: each example of a batch must also match the kernel run on that
+        example alone (``per_example_findings``).
     """
 
-    name: str
-    extend: Callable[..., Arrays]
+    name: str | None
+    wrap: Callable[[Callable[..., Any]], Callable[..., Any]]
+    extend: Callable[..., Arrays] | None
     expected: Callable[..., tuple[list[np.ndarray], list[str]]]
     truth: Callable[..., Truth]
     tolerance: Callable[[KernelSpec, Sequence[np.ndarray]], Tolerance | None] | None = None
+    per_example: bool = False
 
+
+def _unchanged(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return fn
+
+
+#: The bare kernel: no transform.
+BARE = Rule(name=None, wrap=_unchanged, extend=None, expected=reference_outputs, truth=reference_truth)
 
 RULES: Mapping[str, Rule] = {
-    "vmap": Rule(name="vmap", extend=_vmap_extend, expected=_vmap_expected, truth=_vmap_truth),
-    "grad": Rule(name="grad", extend=_grad_extend, expected=_grad_expected, truth=_grad_truth,
+    "vmap": Rule(name="vmap", wrap=vmap_wrap, extend=_vmap_extend, expected=_vmap_expected, truth=_vmap_truth,
+                 per_example=True),
+    "grad": Rule(name="grad", wrap=grad_wrap, extend=_grad_extend, expected=_grad_expected, truth=_grad_truth,
                  tolerance=_grad_tolerance),
 }
 assert tuple(RULES) == TRANSFORMS, "every transform of spec.TRANSFORMS needs exactly one rule"
 
 
-def _rule(transform: str) -> Rule:
+def rule(transform: str | None) -> Rule:
+    """The rule of ``transform`` (None: the bare kernel's); InvalidArgument naming the choices."""
+    if transform is None:
+        return BARE
     if transform not in RULES:
         raise InvalidArgument(f"transform={transform!r} is not one of {TRANSFORMS}.")
     return RULES[transform]
 
 
+def bound(case: Case) -> Callable[..., Any]:
+    """The case's kernel bound to its config, under its transform: what every backend runs
+    or compiles and what blame traces, called on the case's (extended) inputs."""
+    return rule(case.transform).wrap(functools.partial(case.spec.kernel, **case.config))
+
+
 def extend(transform: str, data: st.DataObject, *, spec: KernelSpec, config: Mapping[str, Any],
            inputs: Arrays, more: Callable[[], Arrays]) -> Arrays:
     """The example's inputs extended with the transform's own draws (batch, cotangent)."""
-    return _rule(transform).extend(data, spec, config, inputs, more)
+    extension = rule(transform).extend
+    return inputs if extension is None else extension(data, spec, config, inputs, more)
 
 
 def expected_outputs(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays,
                      transform: str) -> tuple[list[np.ndarray], list[str]]:
     """The reference under ``transform`` on the extended ``inputs``: (outputs, paths)."""
-    return _rule(transform).expected(spec, config, inputs)
+    return rule(transform).expected(spec.reference, config, inputs)
 
 
 def ground_truth(spec: KernelSpec, config: Mapping[str, Any], inputs: Arrays, transform: str) -> Truth:
     """The float64 ground truth of the reference under ``transform`` on the extended ``inputs``."""
-    return _rule(transform).truth(spec, config, inputs)
+    return rule(transform).truth(spec.reference, config, inputs)
 
 
 def judged(case: Case, expected: Sequence[np.ndarray] | None) -> Case:
     """``case`` with the tolerance its transform compares with (grad under an explicit
     tolerance: scaled; by default the precision oracle needs no tolerance)."""
-    rule = RULES.get(case.transform or "")
-    if rule is None or rule.tolerance is None or expected is None:
+    scaled = rule(case.transform).tolerance
+    if scaled is None or expected is None:
         return case
-    tolerance = rule.tolerance(case.spec, expected)
+    tolerance = scaled(case.spec, expected)
     return dataclasses.replace(case, spec=dataclasses.replace(case.spec, tolerance=tolerance))
 
 
@@ -241,7 +254,7 @@ def per_example_findings(case: Case, outcome: Outcome, run: Callable[[Case], Out
     bound of the lone kernel's error)."""
     from pallas_verify.oracles.differential import compare_outputs
 
-    if case.transform != "vmap" or outcome.outputs is None:
+    if not rule(case.transform).per_example or outcome.outputs is None:
         return []
     for b in range(len(case.inputs[0])):
         alone = run(dataclasses.replace(case, inputs=_unbatch(case.inputs, b), transform=None))

@@ -18,7 +18,13 @@ from strategies.blocks import preferred_sublane_tile as preferred_sublane_tile
 from strategies.blocks import tpu_block_shapes as tpu_block_shapes
 from strategies.blocks import triton_block_shapes as triton_block_shapes
 from strategies.compiler_params import GPU_DIMENSION_SEMANTICS as GPU_DIMENSION_SEMANTICS
+from strategies.compiler_params import TPU_OVERRIDE_FIELDS as TPU_OVERRIDE_FIELDS
 from strategies.compiler_params import mosaic_gpu_compiler_params as mosaic_gpu_compiler_params
+from strategies.compiler_params import (
+    mosaic_tpu_compiler_overrides as mosaic_tpu_compiler_overrides,
+)
+from strategies.compiler_params import tpu_field_choices as tpu_field_choices
+from strategies.compiler_params import vmem_limits as vmem_limits
 from strategies.errors import InvalidStrategyType as InvalidStrategyType
 from strategies.errors import InvalidStrategyValue as InvalidStrategyValue
 from strategies.errors import StrategyError as StrategyError
@@ -57,6 +63,7 @@ __all__ = [
     "SEMANTICS",
     "SKELETONS",
     "TPU_LANES",
+    "TPU_OVERRIDE_FIELDS",
     "TPU_RANK1_CHUNK",
     "TRITON_MAX_BLOCK_ELEMENTS",
     "InvalidStrategyType",
@@ -78,6 +85,7 @@ __all__ = [
     "make_interpret_params",
     "mosaic_gpu_block_shapes",
     "mosaic_gpu_compiler_params",
+    "mosaic_tpu_compiler_overrides",
     "pallas_programs",
     "preferred_sublane_tile",
     "program_inputs",
@@ -85,8 +93,10 @@ __all__ = [
     "ragged_sizes",
     "tiled_configs",
     "tpu_block_shapes",
+    "tpu_field_choices",
     "tpu_interpret_modes",
     "tpu_interpret_params",
     "triton_block_shapes",
     "unsafe_dimension_semantics",
+    "vmem_limits",
 ]

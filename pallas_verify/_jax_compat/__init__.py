@@ -25,6 +25,7 @@ from pallas_verify._jax_compat.errors import error_info as error_info
 from pallas_verify._jax_compat.errors import error_kind as error_kind
 from pallas_verify._jax_compat.errors import semaphore_leaks as semaphore_leaks
 from pallas_verify._jax_compat.errors import upstream_limitation as upstream_limitation
+from pallas_verify._jax_compat.errors import vmem_exhausted as vmem_exhausted
 from pallas_verify._jax_compat.frames import Frame as Frame
 from pallas_verify._jax_compat.frames import operation_site as operation_site
 from pallas_verify._jax_compat.frames import upstream_frame as upstream_frame
@@ -39,6 +40,17 @@ from pallas_verify._jax_compat.invariants import grid_invariant_errors as grid_i
 from pallas_verify._jax_compat.knobs import RERUNS as RERUNS
 from pallas_verify._jax_compat.knobs import SKIPPED_CHECKS as SKIPPED_CHECKS
 from pallas_verify._jax_compat.knobs import rerun_kinds as rerun_kinds
+from pallas_verify._jax_compat.params import SIDE_EFFECT_DROPPED as SIDE_EFFECT_DROPPED
+from pallas_verify._jax_compat.params import SIDE_EFFECTS as SIDE_EFFECTS
+from pallas_verify._jax_compat.params import MosaicCall as MosaicCall
+from pallas_verify._jax_compat.params import count_calls as count_calls
+from pallas_verify._jax_compat.params import evaluator as evaluator
+from pallas_verify._jax_compat.params import mosaic_calls as mosaic_calls
+from pallas_verify._jax_compat.params import tagged as tagged
+from pallas_verify._jax_compat.params import tpu_vmem_bytes as tpu_vmem_bytes
+from pallas_verify._jax_compat.params import with_compiler_params as with_compiler_params
+from pallas_verify._jax_compat.shapes import ShapePlan as ShapePlan
+from pallas_verify._jax_compat.shapes import shape_plan as shape_plan
 from pallas_verify._jax_compat.tracing import GRIDLESS_KERNELS as GRIDLESS_KERNELS
 from pallas_verify._jax_compat.tracing import BlockMapping as BlockMapping
 from pallas_verify._jax_compat.tracing import GridMapping as GridMapping
@@ -66,12 +78,16 @@ __all__ = [
     "RACE_MARKER",
     "RERUNS",
     "REVISIT_ANY_DECLARED",
+    "SIDE_EFFECTS",
+    "SIDE_EFFECT_DROPPED",
     "SKIPPED_CHECKS",
     "BlockMapping",
     "DeadlockError",
     "Frame",
     "GridMapping",
     "Limitation",
+    "MosaicCall",
+    "ShapePlan",
     "abstract_mesh_of",
     "allocates_hbm_in_run_scoped",
     "bind",
@@ -79,12 +95,14 @@ __all__ = [
     "call_name",
     "capture_logs",
     "checked_bounds",
+    "count_calls",
     "deadlock_watch",
     "default_core_count",
     "equations",
     "error_info",
     "error_kind",
     "evaluate",
+    "evaluator",
     "force_interpret",
     "gpu_device_facts",
     "grid_invariant_errors",
@@ -94,15 +112,21 @@ __all__ = [
     "is_kernel",
     "kernel_params",
     "kernel_site",
+    "mosaic_calls",
     "operation_site",
     "read_and_written_without_auto_barriers",
     "rerun_kinds",
     "reset_interpreters",
     "semaphore_leaks",
+    "shape_plan",
     "sub_jaxprs",
+    "tagged",
     "tpu_target",
+    "tpu_vmem_bytes",
     "upstream_frame",
     "upstream_limitation",
+    "vmem_exhausted",
     "wgmma_read_before_wait",
+    "with_compiler_params",
     "written_refs",
 ]

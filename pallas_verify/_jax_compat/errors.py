@@ -20,6 +20,7 @@ __all__ = [
     "error_kind",
     "semaphore_leaks",
     "upstream_limitation",
+    "vmem_exhausted",
 ]
 
 RACE_MARKER = "RACE DETECTED"
@@ -179,6 +180,17 @@ _HBM_IN_RUN_SCOPED = "Cannot allocate HBM in `run_scoped`"
 def allocates_hbm_in_run_scoped(error: ErrorInfo | None) -> bool:
     """Whether a TPU interpret run failed because the kernel allocates HBM in run_scoped."""
     return error is not None and _HBM_IN_RUN_SCOPED in error.message
+
+
+# A Mosaic TPU compile that ran out of VMEM: the scoped limit (libtpu's E1001
+# CompileTimeScopedVmemOom), or the chip's VMEM ("Ran out of memory in memory space vmem",
+# "Allocation ... would exceed memory ... space=vmem").
+_VMEM_EXHAUSTED = re.compile(r"ScopedVmemOom|memory space vmem|space=vmem")
+
+
+def vmem_exhausted(error: ErrorInfo | None) -> bool:
+    """Whether a Mosaic TPU compile failed because the kernel does not fit in VMEM."""
+    return error is not None and bool(_VMEM_EXHAUSTED.search(error.message))
 
 
 def error_kind(message: str) -> str | None:

@@ -17,6 +17,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from pallas_verify.errors import check_positive_int
+
 __all__ = ["default_core_count", "gpu_device_facts"]
 
 _LOCK = threading.RLock()
@@ -47,8 +49,7 @@ def gpu_device_facts(*, core_count: int | None = None) -> Iterator[None]:
     restored on exit.
     """
     core_count = default_core_count() if core_count is None else core_count
-    if isinstance(core_count, bool) or not isinstance(core_count, int) or core_count < 1:
-        raise ValueError(f"core_count={core_count!r} must be a positive int (the GPU's SM count, e.g. 132).")
+    check_positive_int("core_count", core_count, example=132)  # the GPU's SM count
     cls = _device_class()
     getattr_ = cls.__getattr__ if hasattr(cls, "__getattr__") else None
 

@@ -38,5 +38,17 @@ class Backend(Protocol):
         ...
 
     def run(self, case: Case) -> Outcome:
-        """Run or compile the case; never raises for a kernel's own failure."""
+        """Run or compile the case; never raises for a kernel's own failure. A backend that
+        compiles without executing says so in the outcome (``Outcome.compiled_only``)."""
+        ...
+
+    def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """Metamorphic reruns of a case run in ``mode``: (finding kind, mode with the knob
+        that kind is about changed), under which a correct kernel gives bitwise-identical
+        outputs; ``[]`` when there are none."""
+        ...
+
+    def witness_mode(self) -> dict[str, Any]:
+        """The mode it runs an example in to witness another backend's upstream limitation
+        (``attribution``); ``{}``: its defaults."""
         ...

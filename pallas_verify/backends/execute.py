@@ -2,28 +2,22 @@
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import io
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import numpy as np
 
 from pallas_verify import _jax_compat
 from pallas_verify.case import Case, Outcome
+from pallas_verify.keys import Lru, bound_key
 
-__all__ = ["config_key", "execute", "jitted"]
+__all__ = ["execute", "jitted"]
 
-# Most recently used last; bounded so a long-lived worker serving many specs stays small.
-_JIT_CACHE: collections.OrderedDict[tuple[Hashable, ...], Callable[..., Any]] = collections.OrderedDict()
-_JIT_CACHE_SIZE = 512
-
-
-def config_key(config: Mapping[str, Any]) -> str:
-    """A stable, hashable key for a config (configs hold tuples, strings, dtypes...)."""
-    return repr(sorted(config.items(), key=lambda kv: kv[0]))
+# Bounded so a long-lived worker serving many specs stays small.
+_JIT_CACHE: Lru[tuple[Hashable, ...], Callable[..., Any]] = Lru(maxsize=512)
 
 
 def jitted(case: Case) -> Callable[..., Any]:
@@ -35,22 +29,9 @@ def jitted(case: Case) -> Callable[..., Any]:
     """
     import jax
 
-    from pallas_verify.backends.wrap import transformed
+    from pallas_verify.transforms import bound
 
-    key = (case.spec.kernel, config_key(case.config), case.transform)
-    fn = _JIT_CACHE.get(key)
-    if fn is not None:
-        _JIT_CACHE.move_to_end(key)
-    else:
-        config = dict(case.config)
-        kernel = case.spec.kernel
-
-        def bound(*xs: Any) -> Any:
-            return kernel(*xs, **config)
-
-        fn = _JIT_CACHE[key] = jax.jit(transformed(bound, case.transform))
-        if len(_JIT_CACHE) > _JIT_CACHE_SIZE:
-            _JIT_CACHE.popitem(last=False)
+    fn = _JIT_CACHE.get_or_make(bound_key(case.spec.kernel, case.config, case.transform), lambda: jax.jit(bound(case)))
     return fn
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -16,6 +15,7 @@ from pallas_verify.backends import schedule
 from pallas_verify.backends.execute import execute, jitted
 from pallas_verify.backends.families import GPU_TARGETS
 from pallas_verify.case import Case, ErrorInfo, Outcome
+from pallas_verify.keys import Lru, shapes_key
 
 __all__ = ["GpuInterpret", "HloInterpret", "TpuInterpret", "interpreter_backends", "trace_context"]
 
@@ -36,6 +36,7 @@ class HloInterpret:
     platforms: frozenset[str] = frozenset({"tpu", "gpu"})
     executes: bool = True
     isolate: bool = False
+    reruns_shapes: bool = True  # the shape_invariance rerun (oracles/shape_invariance.py)
 
     def available(self) -> str | None:
         return None
@@ -53,6 +54,12 @@ class HloInterpret:
         """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers)."""
         return "True"
 
+    def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        return []
+
+    def witness_mode(self) -> dict[str, Any]:
+        return {}
+
 
 @dataclasses.dataclass(frozen=True)
 class TpuInterpret:
@@ -62,6 +69,7 @@ class TpuInterpret:
     platforms: frozenset[str] = frozenset({"tpu"})
     executes: bool = True
     isolate: bool = False
+    reruns_shapes: bool = True  # the shape_invariance rerun (oracles/shape_invariance.py)
 
     def available(self) -> str | None:
         return None
@@ -161,12 +169,12 @@ def _in_kernel_terms(case: Case, outcome: Outcome) -> Outcome:
     named_error = error is not None and _jax_compat.error_kind(error.message) in ("deadlock", "out_of_bounds")
     if not outcome.diagnostics and not named_error:
         return outcome
-    from pallas_verify.backends.wrap import kernel_under
     from pallas_verify.grid.buffers import in_kernel_terms
     from pallas_verify.grid.trace import grid_mappings
+    from pallas_verify.transforms import bound
 
     try:
-        calls = grid_mappings(kernel_under(case.spec, case.transform), case.inputs, case.config)
+        calls = grid_mappings(bound(case), case.inputs, {})
     except Exception:  # names are a courtesy: the interpreter's own text is still right
         return outcome
     if named_error:
@@ -186,11 +194,11 @@ def _with_declared_revisit(case: Case, outcome: Outcome) -> Outcome:
     match = _REVISITED_OUTPUT.search(error.message) if error is not None else None
     if error is None or match is None:
         return outcome
-    from pallas_verify.backends.wrap import kernel_under
     from pallas_verify.grid.trace import grid_mappings
+    from pallas_verify.transforms import bound
 
     try:
-        calls = grid_mappings(kernel_under(case.spec, case.transform), case.inputs, case.config)
+        calls = grid_mappings(bound(case), case.inputs, {})
     except Exception:  # a kernel that does not trace again: the error stays as it is
         return outcome
     index = int(match.group(1))
@@ -217,15 +225,14 @@ def races_possible(kinds: frozenset[str] | None, mode: Mapping[str, Any]) -> boo
 def rerun_kinds(case: Case) -> frozenset[str]:
     """The reruns of ``variants`` whose knob can change ``case``'s outputs (traced once per
     kernel, config, transform and input shapes)."""
-    avals = tuple((tuple(x.shape), str(x.dtype)) for x in case.inputs)
-    return _rerun_kinds(jitted(case), avals)
-
-
-@functools.lru_cache(maxsize=256)
-def _rerun_kinds(fn: Any, avals: tuple[tuple[tuple[int, ...], str], ...]) -> frozenset[str]:
     import jax
 
-    return _jax_compat.rerun_kinds(fn, [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals])
+    fn, avals = jitted(case), shapes_key(case.inputs)
+    return _RERUN_KINDS.get_or_make((fn, avals), lambda: _jax_compat.rerun_kinds(
+        fn, [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]))
+
+
+_RERUN_KINDS: Lru[tuple[Any, ...], frozenset[str]] = Lru(maxsize=256)
 
 
 def _other_choice(knob: str, mode: Mapping[str, Any]) -> str:
@@ -287,6 +294,9 @@ class GpuInterpret:
         """The mode it witnesses another backend's upstream limitation in: races detected."""
         return {"detect_races": True}
 
+    def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        return []
+
 
 def _program_order(case: Case) -> tuple[str, str] | None:
     """What GPU interpret mode cannot see for itself, read from the kernel's program order,
@@ -294,27 +304,24 @@ def _program_order(case: Case) -> tuple[str, str] | None:
     interpreter runs WGMMA synchronously; ``dma_ordering``), or a ref one thread reads and
     writes in a kernel that turned Mosaic GPU's automatic barriers off (the interpreter runs
     a warpgroup as one thread; ``race``). None when the kernel cannot be traced here (the
-    run reports that)."""
+    run reports that). A shrink reruns the same kernel on the same shapes many times: the
+    answer is kept per (jitted kernel, input shapes, SM count)."""
     fn = jitted(case)
-    key = (fn, tuple((x.shape, str(x.dtype)) for x in case.inputs), case.mode.get("sm_count"))
+    key = (fn, shapes_key(case.inputs), case.mode.get("sm_count"))
     if key not in _ASYNC_ORDER:
         try:
             traced = fn.trace(*case.inputs)
         except Exception:  # the kernel's own failure: execute reports it
             return None
-        if len(_ASYNC_ORDER) >= 256:
-            _ASYNC_ORDER.pop(next(iter(_ASYNC_ORDER)))
         wgmma = _jax_compat.wgmma_read_before_wait(traced.jaxpr)
         barriers = _jax_compat.read_and_written_without_auto_barriers(traced.jaxpr)
-        _ASYNC_ORDER[key] = (("AsyncOrderError", f"{_jax_compat.ASYNC_ORDER_MARKER}: {wgmma}") if wgmma else
-                             ("RaceError", f"{_jax_compat.RACE_MARKER} (unsafe_no_auto_barriers): {barriers}")
-                             if barriers else None)
-    return _ASYNC_ORDER[key]
+        _ASYNC_ORDER.put(key, ("AsyncOrderError", f"{_jax_compat.ASYNC_ORDER_MARKER}: {wgmma}") if wgmma else
+                         ("RaceError", f"{_jax_compat.RACE_MARKER} (unsafe_no_auto_barriers): {barriers}")
+                         if barriers else None)
+    return _ASYNC_ORDER.get(key)
 
 
-# (jitted kernel, input shapes, SM count) -> _program_order's answer: a shrink reruns the
-# same kernel on the same shapes many times.
-_ASYNC_ORDER: dict[tuple[Any, ...], tuple[str, str] | None] = {}
+_ASYNC_ORDER: Lru[tuple[Any, ...], tuple[str, str] | None] = Lru(maxsize=256)
 
 
 def interpreter_backends() -> list[Any]:

@@ -23,16 +23,18 @@ import functools
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from pallas_verify import _jax_compat
-from pallas_verify.backends import families as targets
+from pallas_verify.backends import families
 from pallas_verify.case import UNSUPPORTED, Case, ErrorInfo, Outcome
 from pallas_verify.errors import PallasVerifyError
+from pallas_verify.transforms import bound
 
-__all__ = ["UNSUPPORTED", "compile_case", "execute_case", "kernel_sites", "unsupported_reason"]
+__all__ = ["UNSUPPORTED", "compile_case", "execute_case", "kernel_sites", "read_traced", "unsupported_reason"]
 
 _ARCH_IN_PROCESS: dict[str, str] = {}
 
@@ -49,8 +51,8 @@ def kernel_sites(closed_jaxpr: Any) -> list[str]:
 
 def unsupported_reason(family: str, sites: list[str]) -> str | None:
     """Why ``family`` cannot compile a function with these kernel sites, or None."""
-    serves = targets.family(family).lowerings
-    how = {f.name: f.how for f in targets.FAMILIES}
+    serves = families.family(family).lowerings
+    how = {f.name: f.how for f in families.FAMILIES}
     if not sites:
         return f"{family} compiles Pallas kernels; the function calls none (no pallas_call or plgpu.kernel)."
     for site in sites:
@@ -61,17 +63,20 @@ def unsupported_reason(family: str, sites: list[str]) -> str | None:
     return None
 
 
-def compile_case(case: Case, *, family: str, target: str) -> tuple[Outcome, Any]:
+def compile_case(case: Case, *, family: str, target: str,
+                 program: Callable[[Any], Callable[..., Any]] | None = None) -> tuple[Outcome, Any]:
     """Lower and compile ``case`` (under its transform) for ``target``; (outcome,
     compiled executable or None).
 
+    ``program``, when given, makes what is compiled from the traced function's jaxpr (a
+    function of its flat arguments: the kernel with other compiler params, called twice...).
     Warnings raised while compiling (e.g. Triton's deprecation) become diagnostics.
     """
     start = time.perf_counter()
-    platform = targets.family(family).lowering_platform
+    platform = families.family(family).lowering_platform
     mesh, abstract_mesh = _mesh(family, target)
     args = _abstract_args(case.inputs, mesh)
-    fn = _bound(case)
+    fn = bound(case)
     with warnings.catch_warnings(record=True) as caught, _device_facts(family, target):
         warnings.simplefilter("always")
         try:
@@ -79,7 +84,9 @@ def compile_case(case: Case, *, family: str, target: str) -> tuple[Outcome, Any]
                 traced = _jax().jit(fn).trace(*args)
                 reason = unsupported_reason(family, kernel_sites(traced.jaxpr))
                 if reason is not None:
-                    return _failed(ErrorInfo(type=UNSUPPORTED, message=reason), start), None
+                    return _failed(ErrorInfo(type=UNSUPPORTED, message=reason), start, compiled_only=True), None
+                if program is not None:
+                    traced = _jax().jit(program(traced.jaxpr)).trace(*args)
                 _pin_mosaic_gpu_arch(family, target)
                 lowered = traced.lower(lowering_platforms=(platform,))
             compiled = lowered.compile()
@@ -87,46 +94,54 @@ def compile_case(case: Case, *, family: str, target: str) -> tuple[Outcome, Any]
             raise
         except Exception as error:  # the kernel's own failure is the outcome
             notes = _warning_text(caught)
-            return _failed(_error_info(error), start, diagnostics=f"{error}{notes}"), None
+            return _failed(_error_info(error), start, diagnostics=f"{error}{notes}", compiled_only=True), None
     notes = _warning_text(caught)
     seconds = time.perf_counter() - start
     return Outcome(compiled_only=True, seconds=seconds, diagnostics=f"compiled for {family}:{target}{notes}"), compiled
 
 
-def execute_case(case: Case, *, family: str, device: Any) -> Outcome:
-    """Run ``case`` on a real device of ``family``'s platform and return its outputs."""
+def read_traced(case: Case, *, family: str, target: str, read: Callable[[Any], Any]) -> Any:
+    """``read(jaxpr)`` of ``case``'s function traced as for ``target``; None when it does not
+    trace (its compile then says why)."""
+    mesh, abstract_mesh = _mesh(family, target)
+    args = _abstract_args(case.inputs, mesh)
+    try:
+        with _device_facts(family, target), _use(abstract_mesh):
+            return read(_jax().jit(bound(case)).trace(*args).jaxpr)
+    except PallasVerifyError:
+        raise
+    except Exception:  # the kernel's own failure: the compile reports it
+        return None
+
+
+def execute_case(case: Case, *, family: str, device: Any,
+                 program: Callable[[Any], Callable[..., Any]] | None = None) -> Outcome:
+    """Run ``case`` on a real device of ``family``'s platform and return its outputs
+    (``program``: as for ``compile_case``)."""
     jax = _jax()
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        outcome = _execute(case, family, device, jax)
+        outcome = _execute(case, family, device, jax, program)
     return dataclasses.replace(outcome, seconds=time.perf_counter() - start,
                                diagnostics=outcome.diagnostics + _warning_text(caught))
 
 
-def _execute(case: Case, family: str, device: Any, jax: Any) -> Outcome:
+def _execute(case: Case, family: str, device: Any, jax: Any, program: Callable[[Any], Callable[..., Any]] | None) -> Outcome:
     start = time.perf_counter()
     try:
         inputs = [jax.device_put(x, device) for x in case.inputs]
-        jitted = jax.jit(_bound(case))
-        reason = unsupported_reason(family, kernel_sites(jitted.trace(*inputs).jaxpr))
+        jitted = jax.jit(bound(case))
+        traced = jitted.trace(*inputs)
+        reason = unsupported_reason(family, kernel_sites(traced.jaxpr))
         if reason is not None:
             return _failed(ErrorInfo(type=UNSUPPORTED, message=reason), start)
+        if program is not None:
+            jitted = jax.jit(program(traced.jaxpr))
         outputs = tuple(np.asarray(leaf) for leaf in jax.tree.leaves(jitted(*inputs)))
     except Exception as error:  # the kernel's own failure is the outcome
         return _failed(_error_info(error), start, diagnostics=str(error))
     return Outcome(outputs=outputs, seconds=time.perf_counter() - start)
-
-
-def _bound(case: Case) -> Any:
-    """The kernel bound to the case's config, under the case's transform (if any).
-
-    ``case.inputs`` are then the transform's extended inputs (vmap: batched; grad:
-    primals, cotangents and the primal layout), see ``pallas_verify.transforms``.
-    """
-    from pallas_verify.backends.wrap import transformed
-
-    return transformed(functools.partial(case.spec.kernel, **case.config), case.transform)
 
 
 def trim_message(text: str) -> str:
@@ -147,15 +162,16 @@ def _error_info(error: BaseException) -> ErrorInfo:
     return ErrorInfo(type=type(error).__name__, message=trim_message(str(error)), traceback=tb)
 
 
-def _failed(error: ErrorInfo, start: float, *, diagnostics: str = "") -> Outcome:
-    return Outcome(error=error, seconds=time.perf_counter() - start, diagnostics=diagnostics)
+def _failed(error: ErrorInfo, start: float, *, diagnostics: str = "", compiled_only: bool = False) -> Outcome:
+    return Outcome(error=error, seconds=time.perf_counter() - start, diagnostics=diagnostics,
+                   compiled_only=compiled_only)
 
 
 def _device_facts(family: str, target: str) -> Any:
     """What a GPU kernel reads from its device while it is traced for ``target`` (its SM
     count: jax's Mosaic GPU kernels size their grid by it), supplied by the CPU devices."""
-    chip = next(t for t in targets.family(family).targets if t.name == target)
-    if not isinstance(chip, targets.GpuTarget):
+    chip = next(t for t in families.family(family).targets if t.name == target)
+    if not isinstance(chip, families.GpuTarget):
         return contextlib.nullcontext()
     return _jax_compat.gpu_device_facts(core_count=chip.core_count)
 
@@ -179,13 +195,13 @@ def _mesh(family: str, target: str) -> tuple[Any, Any]:
     jax = _jax()
     from jax.experimental import topologies
 
-    row = targets.family(family)
+    row = families.family(family)
     chip = next(t for t in row.targets if t.name == target)
-    if isinstance(chip, targets.TpuChip):
-        targets.apply_jax_env_defaults(libtpu_only=True)
+    if isinstance(chip, families.TpuChip):
+        families.apply_jax_env_defaults(libtpu_only=True)
         device = topologies.get_topology_desc(chip.topology, platform=row.lowering_platform).devices[0]
     else:
-        config = targets.gpu_target_config(chip)
+        config = families.gpu_target_config(chip)
         device = topologies.get_topology_desc(platform=row.lowering_platform, target_config=config,
                                               topology="1x1x1").devices[0]
     mesh = jax.sharding.Mesh(np.array([device]), ("x",))

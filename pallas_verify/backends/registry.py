@@ -58,20 +58,24 @@ def skip_reason(spec: KernelSpec, backend: Backend) -> Skip | None:
     """Why ``spec`` does not run on ``backend`` here, or None when it runs.
 
     ``skipped``: the backend is not available on this machine, serves platforms the
-    kernel does not target, compiles for one device a kernel that needs several, or
-    compiles in a worker that could not load the spec. ``unsupported``: the spec declares the backend unsupported.
+    kernel does not target, compiles for one device a kernel that needs several, compiles
+    in a worker that could not load the spec, or the kernel needs more devices than this
+    process has (a kernel function says how many it needs: ``kernel.required_devices``).
+    ``unsupported``: the spec declares the backend unsupported.
     """
     reason = backend.available()
     if reason is None and not backend.platforms & set(spec.platforms):
         reason = f"{backend.name} serves {sorted(backend.platforms)}; the kernel targets {list(spec.platforms)}"
     devices = getattr(spec.kernel, "required_devices", 1)
-    if reason is None and not backend.executes and devices > 1:
+    if reason is None and devices > 1 and not backend.executes:
         reason = (f"{backend.name} compiles for one chip without devices; the kernel runs on a mesh of {devices} "
                   "devices it builds itself (from jax.devices()), which a compile-only target cannot give it: "
                   "it is checked on the interpreters, over host devices")
     if reason is None and getattr(backend, "isolate", False) and _no_reference(spec):
         reason = (f"{backend.name} compiles in a worker process, which loads the KernelSpec by reference; define "
                   "the spec at module level (FILE.py::NAME) to compile it")
+    if reason is None:
+        reason = _device_shortfall(devices)
     if reason is not None:
         return Skip("skipped", reason)
     declared = spec.unsupported_reason(backend.name)
@@ -83,3 +87,15 @@ def _no_reference(spec: KernelSpec) -> bool:
     from pallas_verify.loader import spec_ref
 
     return spec_ref(spec) is None
+
+
+def _device_shortfall(needed: int) -> str | None:
+    """Why a kernel that needs ``needed`` devices cannot run with this process's, if it cannot."""
+    if needed <= 1:
+        return None
+    import jax
+
+    if needed > jax.device_count():
+        return (f"needs {needed} devices, this process has {jax.device_count()}: set "
+                f"XLA_FLAGS=--xla_force_host_platform_device_count={needed} before starting")
+    return None

@@ -1,22 +1,18 @@
-"""A kernel under a transform (jax only): what backends run and blame traces.
+"""How a function runs under a transform (jax only); ``transforms.Rule.wrap`` names these.
 
-``vmap`` maps the kernel over a leading batch dimension of every input; ``grad`` takes
+``vmap`` maps the function over a leading batch dimension of every input; ``grad`` takes
 its VJP at the primals of a grad example (primals, cotangents, then an int32 array whose
 length counts the primals) with respect to the floating-point inputs.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from pallas_verify.errors import InvalidArgument
-from pallas_verify.spec import TRANSFORMS, KernelSpec
-
-__all__ = ["WRAPS", "inexact", "kernel_under", "split", "transformed", "vjp"]
+__all__ = ["grad_wrap", "inexact", "split", "vjp", "vmap_wrap"]
 
 
 def inexact(dtype: Any) -> bool:
@@ -57,36 +53,13 @@ def vjp(fn: Callable[..., Any], xs: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(pullback(jax.tree.unflatten(tree, cts)))
 
 
-def _vmap_wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+def vmap_wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` mapped over a leading batch dimension of every input."""
     import jax
 
     return jax.vmap(fn)
 
 
-def _grad_wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+def grad_wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``'s VJP at the primals of a grad example (``vjp``)."""
     return lambda *xs: vjp(fn, xs)
-
-
-
-#: transform -> how a function runs under it.
-WRAPS: Mapping[str, Callable[[Callable[..., Any]], Callable[..., Any]]] = {"vmap": _vmap_wrap, "grad": _grad_wrap}
-assert tuple(WRAPS) == TRANSFORMS, "every transform of spec.TRANSFORMS needs exactly one wrap"
-
-
-def _wrap(transform: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    if transform not in WRAPS:
-        raise InvalidArgument(f"transform={transform!r} is not one of {TRANSFORMS}.")
-    return WRAPS[transform]
-
-
-def transformed(fn: Callable[..., Any], transform: str | None) -> Callable[..., Any]:
-    """``fn`` (the kernel bound to its config) under ``transform`` (None: ``fn`` itself)."""
-    return fn if transform is None else _wrap(transform)(fn)
-
-
-def kernel_under(spec: KernelSpec, transform: str | None) -> Callable[..., Any]:
-    """``kernel(*inputs, **config)`` under ``transform``: what blame should trace."""
-    if transform is None:
-        return spec.kernel
-    wrap = _wrap(transform)
-    return lambda *xs, **config: wrap(functools.partial(spec.kernel, **config))(*xs)

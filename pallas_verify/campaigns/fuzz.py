@@ -39,8 +39,7 @@ from pallas_verify.campaigns.budget import parse_budget
 from pallas_verify.campaigns.fuzzdb import FailureDatabase, signature
 from pallas_verify.campaigns.output import CampaignOutput
 from pallas_verify.campaigns.plan import Cell, FuzzOptions, plan
-from pallas_verify.campaigns.progress import Progress, per_backend
-from pallas_verify.campaigns.replays import Replays
+from pallas_verify.campaigns.replay import Replays
 from pallas_verify.campaigns.units import (
     Arrival,
     Found,
@@ -51,8 +50,10 @@ from pallas_verify.campaigns.units import (
     Units,
     write_notes,
 )
+from pallas_verify.choices import run_seed
 from pallas_verify.execution import Work
 from pallas_verify.findings import Finding
+from pallas_verify.reports.progress import Progress, per_backend
 from pallas_verify.reports.report import BackendResult, Report, cell_key
 
 __all__ = ["RETIRE_AFTER_LOSSES", "FuzzOptions", "fuzz", "parse_budget"]
@@ -257,7 +258,7 @@ def fuzz(options: FuzzOptions, *, stream: TextIO | None = None) -> Report:
 
     stream = stream or sys.stderr
     began = time.monotonic()
-    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
+    seed = run_seed(options.seed)
     with CampaignOutput(options.out_dir, command="fuzz", stream=stream) as out, StopOnSignal() as stop:
         report = Report(seed=seed, profile="dev", executor=options.executor)
         if options.db is not None:

@@ -4,9 +4,9 @@ A finding's signature (kind, kernel, backend, transform) de-duplicates findings 
 examples, slices and nights: one finding per kind per cell, as ``verify`` reports them.
 Message text is left out of it (the same bug shows other numbers, elements and shapes in
 each example). The database is a directory: per finding ``<stem>.json`` (the finding),
-``<stem>.py`` and ``<stem>.npz`` (its reproducer), each written atomically, so a full disk
-leaves the previous version or nothing, never half a file. Replaying runs a reproducer's
-case in-process.
+``<stem>.py`` and ``<stem>.npz`` (its reproducer, copied as written), each written
+atomically, so a full disk leaves the previous version or nothing, never half a file.
+``campaigns.replay`` replays the entries.
 
 An entry never poisons a night: one that cannot be read (corrupt JSON, not a finding) is
 moved to ``quarantine/`` with a ``.note`` saying why; one whose replay cannot run is kept
@@ -20,18 +20,14 @@ import dataclasses
 import hashlib
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 from pallas_verify.findings import Finding
-from pallas_verify.reports.report import Report, finding_dict, finding_from_dict
-from pallas_verify.reports.reproduce import EXIT_CANNOT_RUN, EXIT_FIXED, EXIT_REPRODUCES, file_stem
+from pallas_verify.reports.report import finding_dict, finding_from_dict
+from pallas_verify.reports.reproducer import file_stem
 
-__all__ = ["REPLAY_VERDICTS", "RETIRE_AFTER_NIGHTS", "FailureDatabase", "replay_report", "replay_script", "signature"]
-
-# A reproducer's exit status -> what a replay says of its finding (anything else: cannot run).
-REPLAY_VERDICTS = {EXIT_REPRODUCES: "still reproduces", EXIT_FIXED: "fixed", EXIT_CANNOT_RUN: "cannot run"}
+__all__ = ["RETIRE_AFTER_NIGHTS", "FailureDatabase", "signature"]
 
 #: An entry whose replay could not run on this many nights in a row is retired.
 RETIRE_AFTER_NIGHTS = 3
@@ -41,25 +37,6 @@ _SUFFIXES = (".json", ".py", ".npz")
 def signature(finding: Finding) -> str:
     """What de-duplicates findings: kind, kernel, backend and transform (no message text)."""
     return "|".join((finding.kind, finding.kernel, finding.backend, finding.transform or ""))
-
-
-def replay_script(script: str | Path) -> int:
-    """Run a reproducer script's case in this process; its exit status (``reproduce``):
-    EXIT_REPRODUCES, EXIT_FIXED, or EXIT_CANNOT_RUN when the script or its case cannot run."""
-    import runpy
-
-    from pallas_verify.reports.reproduce import EXIT_CANNOT_RUN, reproduce
-
-    try:
-        names = runpy.run_path(str(script), run_name="pallas_verify_replay")
-        case = {"backend": names["BACKEND"], "kind": names["KIND"], "config": names["CONFIG"],
-                "mode": names["MODE"], "inputs": names["INPUTS"], "transform": names.get("TRANSFORM"),
-                "others": names.get("OTHERS")}
-        spec = names["SPEC"]
-    except Exception as exc:
-        print(f"cannot run this case: reproducer {str(script)!r} does not load: {type(exc).__name__}: {exc}")
-        return EXIT_CANNOT_RUN
-    return reproduce(spec, **case)
 
 
 @dataclasses.dataclass
@@ -83,7 +60,7 @@ class FailureDatabase:
         if finding.reproducer and Path(finding.reproducer).is_file():
             old = Path(finding.reproducer)
             _write(self.root / f"{stem}.npz", old.with_suffix(".npz").read_bytes())
-            _write(self.root / f"{stem}.py", old.read_text().replace(old.stem, stem).encode())
+            _write(self.root / f"{stem}.py", old.read_bytes())  # a reproducer names neither itself nor its .npz
             finding = dataclasses.replace(finding, reproducer=str((self.root / f"{stem}.py").resolve()))
         _write(self.root / f"{stem}.json", (json.dumps(finding_dict(finding), indent=1) + "\n").encode())
         return finding
@@ -155,35 +132,3 @@ def _write(path: Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-
-
-def replay_report(path: str | Path) -> int:
-    """Re-run every finding of a JSON report through its reproducer and say which still
-    reproduce. Exit status: 1 if any does; else 3 if any could not be run (no reproducer,
-    or its case cannot run here: never reported as fixed); else 0 (every one fixed)."""
-    from pallas_verify.errors import InvalidArgument
-
-    try:
-        report = Report.from_dict(json.loads(Path(path).read_text()))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InvalidArgument(f"report={str(path)!r} is not a readable pallas-verify JSON report: {exc}") from None
-    verdicts = [_replay_one(f) for f in report.findings]
-    for finding, verdict in zip(report.findings, verdicts, strict=True):
-        print(f"{verdict.upper():<17} {finding.kind} in {finding.kernel} on {finding.backend}")
-    still = verdicts.count("still reproduces")
-    print(f"{still} of {len(verdicts)} findings still reproduce")
-    if still:
-        return 1
-    return EXIT_CANNOT_RUN if "cannot run" in verdicts else 0
-
-
-def _replay_one(finding: Finding) -> str:
-    if not finding.reproducer or not Path(finding.reproducer).is_file():
-        print(f"{finding.kind} in {finding.kernel}: no reproducer at {finding.reproducer!r}", file=sys.stderr)
-        return "cannot run"
-    try:
-        status = replay_script(finding.reproducer)
-    except Exception as exc:
-        print(f"{finding.reproducer}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return "cannot run"
-    return REPLAY_VERDICTS.get(status, "cannot run")

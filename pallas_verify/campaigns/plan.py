@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pallas_verify.errors import InvalidArgument
+from pallas_verify.errors import InvalidArgument, check_positive_int
 from pallas_verify.reports.report import BackendResult, Report, kernel_entry
 
 if TYPE_CHECKING:
@@ -68,11 +68,7 @@ class FuzzOptions:
 
     def __post_init__(self) -> None:
         for field in ("workers", "slice_examples", "max_slices"):
-            value = getattr(self, field)
-            if value is None and field in ("workers", "max_slices"):
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidArgument(f"{field}={value!r} must be a positive integer.")
+            check_positive_int(field, getattr(self, field), optional=field != "slice_examples")
         for field, least in (("budget_s", 0.0), ("timeout_s", 0.0), ("shrink_budget_s", None)):
             value = getattr(self, field)
             ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -7,7 +7,9 @@ Worker side, the entries a ``Work`` names:
   failing example shows it, with a reproducer of that example, so a slice cancelled or
   lost later keeps what it found; its end brings the shrunk findings.
 - ``run_spec``: one spec of the conformance matrix on every backend.
-- ``replay_unit``: one failure-database entry's reproducer.
+- ``campaigns.replay.replay_unit``: one failure-database entry's reproducer.
+- ``campaigns.smith.batch.run_unit``: a batch of generated programs (its report is read
+  back with ``received``, like the others', by smith's own driver).
 
 A worker may be another process here or a Ray task on another host, so a unit carries
 what it needs and sends back what the driver keeps: the report as a dict, the bytes of
@@ -45,8 +47,7 @@ from pallas_verify.findings import Finding
 from pallas_verify.reports.report import Report, finding_dict, finding_from_dict
 
 __all__ = ["LOST_CAUSES", "MAX_ATTEMPTS", "Arrival", "Found", "Invalid", "Lost", "Replayed", "Reported", "Skipped",
-           "Units", "device_shortfall", "judge", "received", "replay_unit", "run_slice", "run_spec", "ship",
-           "write_notes"]
+           "Units", "judge", "received", "run_slice", "run_spec", "ship", "write_notes"]
 
 #: Attempts a unit gets when the infrastructure fails it (the first included).
 MAX_ATTEMPTS = 3
@@ -94,7 +95,7 @@ class Invalid:
 
 @dataclasses.dataclass(frozen=True)
 class Replayed:
-    """A replay's verdict: a ``fuzzdb.REPLAY_VERDICTS`` value."""
+    """A replay's verdict: a ``campaigns.replay.REPLAY_VERDICTS`` value."""
 
     verdict: str
 
@@ -190,34 +191,10 @@ def run_spec(work: Work) -> dict[str, Any]:
     from pallas_verify.loader import load_spec
 
     spec = load_spec(work.spec_ref)
-    shortfall = device_shortfall(spec)
-    if shortfall:
-        return {"skipped": shortfall}
     out = Path(tempfile.mkdtemp(prefix="pv-conformance-"))
     report = verify(spec, list(work.backends), work.max_examples, profile=work.params["profile"], out_dir=out,
                     on_finding=lambda finding: emit(_shipped(finding)))
     return ship(report, out)
-
-
-def device_shortfall(spec: Any) -> str | None:
-    """Why the kernel cannot run with this process's device count, if it cannot."""
-    import jax
-
-    needed = getattr(spec.kernel, "required_devices", 1)
-    if needed > jax.device_count():
-        return (f"needs {needed} devices, this process has {jax.device_count()}: set "
-                f"XLA_FLAGS=--xla_force_host_platform_device_count={needed} before starting")
-    return None
-
-
-def replay_unit(work: Work) -> dict[str, Any]:
-    """Replay one failure-database entry from the files the unit carries."""
-    from pallas_verify.campaigns.fuzzdb import REPLAY_VERDICTS, replay_script
-
-    with tempfile.TemporaryDirectory(prefix="pv-replay-") as tmp:
-        for name, data in work.params["files"].items():
-            (Path(tmp) / name).write_bytes(data)
-        return {"verdict": REPLAY_VERDICTS.get(replay_script(Path(tmp) / work.params["script"]), "cannot run")}
 
 
 # -- driver side ---------------------------------------------------------------------------
@@ -304,8 +281,6 @@ class Units:
         if done.failure is not None:
             return judge(done.failure)
         value = done.value if isinstance(done.value, Mapping) else {}
-        if "skipped" in value:
-            return Skipped(str(value["skipped"]))
         if "verdict" in value:
             return Replayed(str(value["verdict"]))
         if "report" not in value:

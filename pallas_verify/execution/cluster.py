@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import time
 import warnings
 from collections.abc import Mapping
@@ -23,7 +22,7 @@ from typing import Any
 
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution.base import Done, Executor, Failure, Update, Work, host, run_entry
-from pallas_verify.execution.isolation import PARALLEL_RUNS_ENV
+from pallas_verify.execution.isolation import PARALLEL_RUNS_ENV, import_path
 from pallas_verify.execution.placement import RayRequest, ray_request
 
 __all__ = ["RayExecutor"]
@@ -103,9 +102,8 @@ class RayExecutor(Executor):
 
             os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
             ray_constants.ENABLE_RAY_CLUSTER = False
-            path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
             kwargs.update(_node_ip_address="127.0.0.1", include_dashboard=False,
-                          runtime_env={"env_vars": {"PYTHONPATH": path}})
+                          runtime_env={"env_vars": {"PYTHONPATH": import_path()}})
             target = "local"  # never a stale cluster another run left behind in /tmp/ray
         try:
             with warnings.catch_warnings():

@@ -23,19 +23,22 @@ from typing import Any
 from pallas_verify.case import Case, Outcome
 from pallas_verify.execution.caselimit import IDLE_S, SAMPLE_S, CpuMeter
 
-__all__ = ["PARALLEL_RUNS_ENV", "Pending", "Worker", "shared_worker", "static_tracer_slot", "worker_env"]
+__all__ = ["PARALLEL_RUNS_ENV", "Pending", "Worker", "import_path", "shared_worker", "static_tracer_slot", "worker_env"]
 
 #: How many runs share this host's cores, set by an executor in its worker processes
 #: (pytest-xdist says it in PYTEST_XDIST_WORKER_COUNT).
 PARALLEL_RUNS_ENV = "PV_PARALLEL_RUNS"
 
 
+def import_path() -> str:
+    """Our import path as a PYTHONPATH value, so a worker process (here, or a Ray worker)
+    loads specs by reference as we do."""
+    return os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+
+
 def worker_env() -> dict[str, str]:
-    """The environment of a worker: ours, plus our import path so specs load alike."""
-    env = dict(os.environ)
-    paths = [p for p in sys.path if p and os.path.isdir(p)]
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    return env
+    """The environment of a worker: ours, plus our import path (``import_path``)."""
+    return {**os.environ, "PYTHONPATH": import_path()}
 
 
 def _case_request(spec_ref: str, case: Case) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from pallas_verify.backends import families as targets
+from pallas_verify.backends import families
 from pallas_verify.errors import InvalidArgument
 
 __all__ = ["HARDWARE_POLICIES", "RAY_ACCELERATOR_TYPES", "RayRequest", "choose_hardware", "hardware_for", "ray_request"]
@@ -27,9 +27,9 @@ HARDWARE_POLICIES: Mapping[str, str] = {
 }
 
 #: Our target name -> the accelerator type Ray advertises for it (from families' tables).
-RAY_ACCELERATOR_TYPES: Mapping[str, str] = {t.name: t.ray_type for t in (*targets.TPU_CHIPS, *targets.GPU_TARGETS)}
+RAY_ACCELERATOR_TYPES: Mapping[str, str] = {t.name: t.ray_type for t in (*families.TPU_CHIPS, *families.GPU_TARGETS)}
 
-_PLATFORM = {f.name: f.platform for f in targets.FAMILIES}
+_PLATFORM = {f.name: f.platform for f in families.FAMILIES}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -25,7 +25,7 @@ from pallas_verify.grid.trace import (
     grid_points,
 )
 
-__all__ = ["Blame", "OutputBlame", "bad_elements", "blame", "blame_outputs"]
+__all__ = ["Blame", "OutputBlame", "blame", "blame_outputs"]
 
 _MAX_BLOCKS_NAMED = 4
 
@@ -78,65 +78,20 @@ class Blame:
         return "\n".join(o.message for o in self.outputs)
 
 
-def bad_elements(
-    actual: np.ndarray, expected: np.ndarray, *, rtol: float, atol: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """The mask of elements outside ``|a - e| <= atol + rtol * |e|`` and the abs error.
-
-    NaN matches NaN; a NaN or infinity against anything else is bad with error ``inf``.
-    """
-    a = np.asarray(actual).astype(np.float64)
-    e = np.asarray(expected).astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs(a - e)
-    both_nan = np.isnan(a) & np.isnan(e)
-    same_inf = np.isinf(a) & (a == e)
-    err = np.where(both_nan | same_inf, 0.0, np.where(np.isnan(err), np.inf, err))
-    bad = ~(err <= atol + rtol * np.abs(np.where(np.isfinite(e), e, 0.0)))
-    return bad, err
-
-
 def blame(
     kernel: Callable[..., Any],
     inputs: Sequence[Any],
     config: Mapping[str, Any],
     *,
-    bad: Sequence[np.ndarray | None] | None = None,
-    actual: Sequence[np.ndarray] | None = None,
-    expected: Sequence[np.ndarray] | None = None,
-    rtol: float = 0.0,
-    atol: float = 0.0,
+    bad: Sequence[np.ndarray | None],
+    errors: Sequence[np.ndarray | None] | None = None,
     max_points: int = DEFAULT_MAX_POINTS,
 ) -> Blame:
-    """Blame the bad elements of ``kernel(*inputs, **config)``'s outputs.
-
-    Give either ``bad`` (a boolean mask per output; ``None`` for a good output) or
-    ``actual`` and ``expected`` (arrays per output) with ``rtol``/``atol``.
-    """
-    masks, errors = _masks(bad=bad, actual=actual, expected=expected, rtol=rtol, atol=atol)
-    calls = grid_mappings(kernel, inputs, config)
-    return blame_outputs(calls, masks, errors, max_points=max_points)
-
-
-def _masks(*, bad, actual, expected, rtol, atol):
-    if (bad is None) == (actual is None or expected is None):
-        raise ValueError(
-            "blame needs either bad=[mask per output] or both actual= and expected= "
-            f"(got bad={'given' if bad is not None else None}, "
-            f"actual={'given' if actual is not None else None}, "
-            f"expected={'given' if expected is not None else None})."
-        )
-    if bad is not None:
-        return [None if m is None else np.asarray(m, bool) for m in bad], [None] * len(bad)
-    if len(actual) != len(expected):
-        raise ValueError(
-            f"blame: actual has {len(actual)} outputs but expected has {len(expected)}; pass "
-            "one array per kernel output in both."
-        )
-    pairs = [
-        bad_elements(a, e, rtol=rtol, atol=atol) for a, e in zip(actual, expected, strict=True)
-    ]
-    return [m for m, _ in pairs], [e for _, e in pairs]
+    """Blame the bad elements of ``kernel(*inputs, **config)``'s outputs: ``bad`` is a
+    boolean mask per output (``None`` for a good output), ``errors`` (optional) the
+    absolute error per element of each (``tolerance.element_errors``)."""
+    masks = [None if m is None else np.asarray(m, bool) for m in bad]
+    return blame_outputs(grid_mappings(kernel, inputs, config), masks, errors, max_points=max_points)
 
 
 def blame_outputs(

@@ -7,7 +7,7 @@ parallel dimension), ``uninitialized_read`` (an output block no grid point write
 ``revisit`` (an output block whose visits are not consecutive in the grid's row-major
 order, unless its BlockSpec's pipeline mode declares ``revisit=pl.RevisitMode.ANY``), ``out_of_bounds`` (a block index outside its array) and ``input_mutation``
 (a kernel that writes into an un-aliased input left in HBM/ANY; semaphore operands,
-which a kernel signals and waits on, are not data and never count); aliasing.py adds
+which a kernel signals and waits on, are not data and never count); alias.py adds
 ``alias_hazard`` (an aliased input read after its elements were written back). An issue of kind
 ``skipped`` is not a finding: it says which part could not be checked and why.
 """

@@ -18,7 +18,7 @@ from pallas_verify.reference import Truth
 from pallas_verify.spec import Tolerance
 from pallas_verify.tolerance import Comparison, compare
 
-__all__ = ["STRUCTURAL", "compare_outputs", "outcome_findings"]
+__all__ = ["STRUCTURAL", "compare_outputs", "judge_outcome", "outcome_findings"]
 
 
 def compare_outputs(
@@ -47,21 +47,28 @@ def compare_outputs(
 
 def outcome_findings(
     case: Case, outcome: Outcome, expected: Sequence[np.ndarray] | None, paths: Sequence[str],
-    truth: Truth | None = None, *, executes: bool = True,
+    truth: Truth | None = None,
 ) -> list[Finding]:
-    """Findings from one outcome: crash, timeout, errors by kind, races, leaks, mismatches.
+    """Findings from one outcome: crash, timeout, errors by kind, races, leaks, mismatches
+    (an error of a backend that only compiles is a ``compile_error``)."""
+    return judge_outcome(case, outcome, expected, paths, truth)[0]
 
-    ``executes``: whether the case's backend runs kernels (an error of a compile-only
-    backend is a ``compile_error``)."""
+
+def judge_outcome(
+    case: Case, outcome: Outcome, expected: Sequence[np.ndarray] | None, paths: Sequence[str],
+    truth: Truth | None = None,
+) -> tuple[list[Finding], list[Comparison] | None]:
+    """``outcome_findings`` and the comparison table of the outputs (None when none was
+    made): what blame maps, so the outputs are compared once."""
     if outcome.crashed:
-        return [case_finding(case, "crash", outcome.crashed)]
+        return [case_finding(case, "crash", outcome.crashed)], None
     if outcome.timed_out:
         why = f"; {outcome.diagnostics}" if outcome.diagnostics else ""
         return [case_finding(case, "timeout", f"the case did not finish (stopped after {outcome.seconds:.1f} s{why}): "
-                         "a deadlock (e.g. a semaphore wait never signalled) or an endless loop")]
+                         "a deadlock (e.g. a semaphore wait never signalled) or an endless loop")], None
     found = []
     if outcome.error is not None:
-        found.append(_error_finding(case, outcome, executes))
+        found.append(_error_finding(case, outcome))
     if outcome.races:
         found.append(case_finding(case, "race", "data race detected by the interpreter:\n" + outcome.diagnostics,
                               log=outcome.diagnostics))
@@ -69,13 +76,14 @@ def outcome_findings(
     if leaks:
         found.append(case_finding(case, "semaphore_leak", "semaphores left non-zero at kernel exit (a DMA or signal "
                               "never waited):\n" + "\n".join(leaks), log=leaks))
-    if outcome.outputs is not None and expected is not None:
+    table = None
+    if outcome.outputs is not None and expected is not None and not outcome.compiled_only:
         table = compare_outputs(paths, outcome.outputs, expected, case.spec.tolerance, truth)
         if not all(c.ok for c in table):
             lines = [c.describe() for c in table if not c.ok]
             found.append(case_finding(case, "mismatch", "outputs differ from the reference:\n" + "\n".join(lines),
                                   outputs=lines, **_structural(table)))
-    return found
+    return found, table
 
 
 #: Why a mismatch of shapes, dtypes or output counts is reported as found, not shrunk.
@@ -90,10 +98,12 @@ def _structural(table: Sequence[Comparison]) -> dict[str, str]:
     return {"shrink_stopped": STRUCTURAL} if bad and all(c.problem for c in bad) else {}
 
 
-def _error_finding(case: Case, outcome: Outcome, executes: bool) -> Finding:
+def _error_finding(case: Case, outcome: Outcome) -> Finding:
     error = outcome.error
     assert error is not None
-    if outcome.compiled_only or not executes:
+    if error.type == _jax_compat.SIDE_EFFECT_DROPPED:  # a compile's own check (backends.mosaic_params)
+        kind = "side_effect"
+    elif outcome.compiled_only:
         kind = "compile_error"
     else:
         kind = _jax_compat.error_kind(error.message) or "exception"

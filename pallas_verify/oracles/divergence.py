@@ -11,19 +11,21 @@ decide, and the finding names both.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pallas_verify.case import Case, Outcome
 from pallas_verify.findings import Finding
+from pallas_verify.keys import Lru
 from pallas_verify.oracles.base import bitwise_differences, bitwise_equal, case_finding
 
 if TYPE_CHECKING:
     from pallas_verify.reference import Truth
 
-__all__ = ["DECISIVE", "blamed_backends", "divergence_findings"]
+__all__ = ["DECISIVE", "Divergences", "blamed_backends", "divergence_findings"]
 
 # How much farther from the reference one backend must be, on the elements where the two
 # differ, to be the one that disagrees with it.
@@ -48,6 +50,28 @@ def divergence_findings(cases: Sequence[Case], outcomes: Sequence[Outcome], path
         if lines:
             found.append(_finding(first, later, lines, _targets(expected, truth, len(paths))))
     return found
+
+
+class Divergences:
+    """The outputs each executing backend gave for an example that passed there (the last
+    ``cache_size`` examples): a later backend's outputs for the same example are compared
+    with each of them."""
+
+    def __init__(self, cache_size: int = 256) -> None:
+        self._outputs: Lru[str, dict[str, tuple[Outcome, Mapping[str, Any]]]] = Lru(maxsize=cache_size)
+
+    def findings(self, key: str, case: Case, outcome: Outcome, paths: Sequence[str],
+                 expected: Sequence[np.ndarray] | None = None, truth: Truth | None = None) -> list[Finding]:
+        """Compare ``outcome`` (of example ``key``, passed) with every other backend's
+        outputs for it; then remember it."""
+        seen = self._outputs.get_or_make(key, dict)
+        found = []
+        for other, (other_outcome, other_mode) in seen.items():
+            if other != case.backend:
+                other_case = dataclasses.replace(case, backend=other, mode=other_mode)
+                found += divergence_findings([other_case, case], [other_outcome, outcome], paths, expected, truth)
+        seen[case.backend] = (Outcome(outputs=outcome.outputs), dict(case.mode))
+        return found
 
 
 def _targets(expected: Sequence[np.ndarray] | None, truth: Truth | None, n: int) -> list[np.ndarray | None]:

@@ -1,31 +1,25 @@
-"""The static grid check and blame of one example, traced where user code cannot hurt the run.
+"""The static oracle: what tracing the kernel answered (``grid.tasks``), as findings.
 
-Both trace the kernel (``jax.make_jaxpr``, under the device context the backends trace
-under), which runs the author's Python: a kernel may hang, abort or raise while it is
-traced. When a worker is given, the tracing happens there, so a hang becomes a
-``timeout`` finding and an abort a ``crash``; the run goes on. A raise is no finding of
-the static check: it could not judge that kernel, and says so ("static check skipped for
-<kernel>: tracing it raised ..."); the backends' searches trace the kernel themselves and
-report its exception, each judged there (the kernel's, or JAX's: ``attribution``). Without a
-worker (a spec built inside a function has no reference a worker could load) the same
-findings come from tracing in-process, where only exceptions can be caught.
+The static grid check's GridIssues become findings of backend "static" (the rest notes of
+what it could not analyse); blame's answer becomes a finding's evidence. Tracing runs the
+author's Python, which may hang, abort or raise (the tracer runs it where that cannot hurt
+the run, ``tracer``): a hang or an abort is the kernel's ``timeout`` or ``crash``; a raise
+is no finding of the static check, which could not judge that kernel and says so ("static
+check skipped for <kernel>: tracing it raised ..."): the backends' searches trace the
+kernel themselves and report its exception, each judged there (the kernel's, or JAX's:
+``attribution``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from pallas_verify.case import Outcome
-from pallas_verify.execution.isolation import Pending, Worker
 from pallas_verify.findings import Finding
-from pallas_verify.spec import KernelSpec
 
-__all__ = ["StaticLedger", "StaticResult", "blame_finding", "serve_task", "start_static_check"]
+__all__ = ["StaticResult", "blamed", "static_result", "trace_failure"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -41,72 +35,10 @@ class StaticResult:
     notes: list[str]
 
 
-def _static_issues(spec: KernelSpec, request: Mapping[str, Any]) -> list[Any]:
-    from pallas_verify.backends.interpreters import trace_context
-    from pallas_verify.grid import check as gridcheck
-    from pallas_verify.grid.invariants import invariant_issues
-    from pallas_verify.grid.tiling import tiling_issues
-
-    with trace_context(spec.platforms):  # the device context the backends trace under
-        calls = gridcheck.grid_mappings(spec.kernel, request["inputs"], request["config"])
-        return [*(issue for call in calls for issue in gridcheck.check_call(call)), *tiling_issues(spec, calls),
-                *invariant_issues(spec.kernel, request["inputs"], request["config"])]
-
-
-def _blame(spec: KernelSpec, request: Mapping[str, Any]) -> Any:
-    from pallas_verify.backends.interpreters import trace_context
-    from pallas_verify.backends.wrap import kernel_under
-    from pallas_verify.grid import blame
-    from pallas_verify.grid import trace as gridtrace
-
-    kernel = kernel_under(spec, request["transform"])
-    with trace_context(spec.platforms):
-        calls = gridtrace.grid_mappings(kernel, request["inputs"], request["config"])
-    return blame.blame_outputs(calls, request["masks"], request["errors"])
-
-
-_TASKS = {"static": _static_issues, "blame": _blame}
-
-
-def serve_task(spec: KernelSpec, request: Mapping[str, Any]) -> Any:
-    """Do one task for ``spec``; a failure comes back as an Outcome with the error."""
-    from pallas_verify import _jax_compat
-
-    try:
-        return _TASKS[request["task"]](spec, request)
-    except Exception as exc:  # the kernel's own failure while tracing is data
-        return Outcome(error=_jax_compat.error_info(exc))
-
-
-@dataclasses.dataclass
-class _Task:
-    """One task under way: sent to a worker (which works meanwhile), or done in-process
-    when its answer is asked for."""
-
-    spec: KernelSpec
-    request: dict[str, Any]
-    worker: Worker | None
-    timeout_s: float
-    pending: Pending | None = None
-
-    def answer(self) -> Any:
-        if self.pending is None:
-            return serve_task(self.spec, self.request)
-        assert self.worker is not None
-        return self.worker.collect(self.pending, timeout_s=self.timeout_s)
-
-
-def _start(task: str, spec: KernelSpec, spec_ref: str | None, worker: Worker | None,
-           timeout_s: float, **payload: Any) -> _Task:
-    request = {"task": task, "spec": spec_ref, **payload}
-    if worker is None or spec_ref is None:
-        return _Task(spec, request, None, timeout_s)
-    return _Task(spec, request, worker, timeout_s, worker.submit(request))
-
-
-def _failure(spec: KernelSpec, config: Mapping[str, Any], outcome: Outcome,
-             purpose: str = "the static grid check") -> Finding:
-    what = f"tracing {spec.name!r} for {purpose}"
+def trace_failure(kernel: str, config: Mapping[str, Any], outcome: Outcome,
+                  purpose: str = "the static grid check") -> Finding:
+    """The finding of a trace of ``kernel`` that crashed, hung or raised."""
+    what = f"tracing {kernel!r} for {purpose}"
     evidence: dict[str, Any] = {}
     if outcome.crashed:
         kind, message = "crash", f"{what} crashed the process: {outcome.crashed}"
@@ -119,46 +51,33 @@ def _failure(spec: KernelSpec, config: Mapping[str, Any], outcome: Outcome,
         kind = "exception"
         message = f"{what} raised {error.summary()}"
         evidence = {"error_type": error.type, "traceback": error.traceback[-4000:]}
-    return Finding(kind=kind, kernel=spec.name, backend="static", message=message,  # type: ignore[arg-type]
+    return Finding(kind=kind, kernel=kernel, backend="static", message=message,  # type: ignore[arg-type]
                    config=dict(config), evidence=evidence)
 
 
-def start_static_check(spec: KernelSpec, config: Mapping[str, Any], inputs: Sequence[np.ndarray], *,
-                       spec_ref: str | None = None, worker: Worker | None = None,
-                       timeout_s: float = 120.0) -> Callable[[], StaticResult]:
-    """Start the static grid check of one example: in ``worker`` (given), which traces
-    while the caller goes on; the returned function waits for the result. Without a
-    worker the trace happens in-process when the result is asked for."""
-    task = _start("static", spec, spec_ref, worker, timeout_s, config=dict(config), inputs=tuple(inputs))
-    return lambda: _static_result(spec, config, task.answer())
-
-
-def _static_result(spec: KernelSpec, config: Mapping[str, Any], answer: Any) -> StaticResult:
+def static_result(kernel: str, config: Mapping[str, Any], answer: Any) -> StaticResult:
+    """The static check of one example of ``kernel``, from the ``static`` task's answer:
+    its GridIssues, or the Outcome of a trace that failed."""
     if isinstance(answer, Outcome) and answer.error is not None:  # the check could not judge this kernel
         first = (answer.error.message.strip().splitlines() or [""])[0][:200]
         return StaticResult(findings=[], notes=[
-            f"static check skipped for {spec.name}: tracing it raised {answer.error.type}: {first}; the "
+            f"static check skipped for {kernel}: tracing it raised {answer.error.type}: {first}; the "
             "backends' searches trace and run the kernel themselves and report what it does"])
     if isinstance(answer, Outcome):  # the kernel's Python hung or aborted while traced: the kernel's
-        return StaticResult(findings=[_failure(spec, config, answer)], notes=[])
-    findings = [Finding(kind=i.kind, kernel=spec.name, backend="static", message=i.message, config=dict(config),
+        return StaticResult(findings=[trace_failure(kernel, config, answer)], notes=[])
+    findings = [Finding(kind=i.kind, kernel=kernel, backend="static", message=i.message, config=dict(config),
                         evidence={"call": i.call, "operand": i.operand, "block": i.block, "grid_points": i.grid_points})
                 for i in answer if i.is_finding]
     return StaticResult(findings=findings, notes=[i.message for i in answer if not i.is_finding])
 
 
-def blame_finding(finding: Finding, spec: KernelSpec, inputs: Sequence[np.ndarray],
-                  masks: Sequence[np.ndarray | None], errors: Sequence[np.ndarray | None], *,
-                  spec_ref: str | None = None, worker: Worker | None = None, timeout_s: float = 120.0) -> Finding:
-    """``finding`` with the bad elements mapped to output blocks and grid points.
-
-    Blame is evidence: when tracing for it fails (raises, hangs, aborts) the finding is
-    kept as it is, with the reason under ``evidence["blame_error"]``.
-    """
-    answer = _start("blame", spec, spec_ref, worker, timeout_s, config=dict(finding.config), inputs=tuple(inputs),
-                    transform=finding.transform, masks=list(masks), errors=list(errors)).answer()
+def blamed(finding: Finding, answer: Any) -> Finding:
+    """``finding`` with the ``blame`` task's answer (``grid.blame.Blame``): its bad elements
+    mapped to output blocks and grid points. Blame is evidence: when tracing for it failed
+    (raised, hung, aborted) the finding is kept as it is, with the reason under
+    ``evidence["blame_error"]``."""
     if isinstance(answer, Outcome):
-        reason = _failure(spec, finding.config, answer, "blame").message
+        reason = trace_failure(finding.kernel, finding.config, answer, "blame").message
         return dataclasses.replace(finding, evidence={**finding.evidence, "blame_error": reason})
     if not answer.outputs:
         return finding
@@ -169,48 +88,3 @@ def blame_finding(finding: Finding, spec: KernelSpec, inputs: Sequence[np.ndarra
         "block_errors": first.block_max_error, "block_bad_count": first.block_bad_count,
         "writers": [[list(b), [list(p) for p in points]] for b, points in first.writers]}}
     return dataclasses.replace(finding, message=finding.message + "\n" + "\n".join(lines), evidence=evidence)
-
-
-@dataclasses.dataclass
-class StaticLedger:
-    """The static check of a search's examples, run inline on each example's config and
-    untransformed inputs: one finding per kind, kept with the smallest example that
-    showed it, and the seconds and examples it took to see it first.
-
-    ``start_of`` starts the check itself (cached per config and input shapes by its
-    owner) and returns a function that waits for its findings: the engine starts it
-    before an example runs and takes the findings after, so a worker traces while
-    another runs the kernel. After a trace that hung or aborted, the rest are skipped
-    (each would hang again), and ``notes`` says so.
-    """
-
-    start_of: Callable[[Mapping[str, Any], tuple[np.ndarray, ...]], Callable[[], list[Finding]]]
-    notes: list[str]
-    started: float
-    found: dict[str, tuple[Finding, dict[str, Any], float, int]] = dataclasses.field(default_factory=dict)
-    stopped: bool = False
-
-    def start(self, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...], examples: int) -> Callable[[], None]:
-        """Start checking one example; the returned function records its findings."""
-        if self.stopped:
-            return lambda: None
-        findings = self.start_of(config, inputs)
-        return lambda: self._record(config, inputs, examples, findings())
-
-    def _record(self, config: Mapping[str, Any], inputs: tuple[np.ndarray, ...], examples: int,
-                findings: list[Finding]) -> None:
-        for finding in findings:
-            example = {"config": dict(config), "inputs": inputs, "mode": {}}
-            first = self.found.get(finding.kind)
-            if first is None:
-                self.found[finding.kind] = (finding, example, time.perf_counter() - self.started, examples)
-            elif _size(inputs) < _size(first[1]["inputs"]):
-                self.found[finding.kind] = (finding, example, first[2], first[3])
-            if finding.kind in ("timeout", "crash") and not self.stopped:
-                self.stopped = True
-                self.notes.append(f"static check skipped after its first {finding.kind}: tracing the kernel for "
-                                  f"config {dict(config)} failed, and tracing again for each new config would only wait on it again")
-
-
-def _size(inputs: Sequence[np.ndarray]) -> int:
-    return sum(int(np.size(x)) for x in inputs)

@@ -5,7 +5,7 @@ The engine calls ``kernel`` when a spec's searches start, ``tick`` after every e
 (and shrink step) of a search, and ``cell`` when a cell's verdict is known. The lines go
 to the stream (stderr by default) whether or not it is a terminal; the status line (the
 cell running, its examples, the findings so far, the time) only on a terminal, redrawn
-in place (``campaigns.progress.Progress``), so a log or a pipe gets nothing extra.
+in place (``reports.progress.Progress``), so a log or a pipe gets nothing extra.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
-from pallas_verify.campaigns.progress import Progress
+from pallas_verify.reports.progress import Progress
 from pallas_verify.reports.report import BackendResult, cell_key
 
 __all__ = ["LiveProgress", "MatrixProgress"]

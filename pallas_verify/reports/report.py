@@ -51,6 +51,9 @@ class BackendResult:
         examples run failed with the same signature ..."), else "".
       grid_coverage: for TPU interpret mode, the grid orders and core assignments its runs
         exercised (``backends.schedule.Coverage.figure``); None elsewhere.
+      compiler_params: for a ``mosaic_tpu`` compile backend, what the compiler-param
+        overrides it drew did (``backends.mosaic_params.ParamsCoverage.figure``); None
+        elsewhere.
     """
 
     kernel: str
@@ -64,6 +67,7 @@ class BackendResult:
     shrink_steps: int = 0
     note: str = ""
     grid_coverage: dict[str, Any] | None = None
+    compiler_params: dict[str, Any] | None = None
 
     @property
     def effort(self) -> str:
@@ -87,10 +91,12 @@ class BackendResult:
         return dataclasses.replace(self, status="fail", reason=join_reasons([*self.reasons, *reasons]))
 
     def combined(self, other: BackendResult) -> BackendResult:
-        """Two runs of this cell as one: failed if either failed, reasons and nodes united,
-        examples, shrink steps and seconds summed (``other``'s transform and kernel kept)."""
+        """Two runs of this cell as one: failed if either failed, else passed if either
+        passed (else ``other``'s status), reasons and nodes united, examples, shrink steps
+        and seconds summed (``other``'s transform and kernel kept)."""
+        statuses = (self.status, other.status)
         return dataclasses.replace(
-            other, status="fail" if "fail" in (self.status, other.status) else "pass",
+            other, status="fail" if "fail" in statuses else "pass" if "pass" in statuses else other.status,
             reason=join_reasons([*self.reasons, *other.reasons]), node=join_reasons([*self.nodes, *other.nodes]),
             examples=self.examples + other.examples, shrink_steps=self.shrink_steps + other.shrink_steps,
             seconds=self.seconds + other.seconds)

@@ -17,7 +17,7 @@ from typing import Any
 
 from pallas_verify.reports.casefile import save_case
 from pallas_verify.reports.kernel_source import kernel_module
-from pallas_verify.reports.reproduce import file_stem
+from pallas_verify.reports.reproducer import file_stem
 
 __all__ = ["upstream_entries", "write_upstream_reproducer"]
 

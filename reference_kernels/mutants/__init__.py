@@ -13,13 +13,16 @@ import importlib
 from pallas_verify.findings import FINDING_KINDS
 from pallas_verify.spec import KernelSpec
 
-__all__ = ["GPU_MODULES", "MODULES", "Mutant", "gpu_mutants", "mutants"]
+__all__ = ["COMPILE_MODULES", "GPU_MODULES", "MODULES", "Mutant", "compile_mutants", "gpu_mutants", "mutants"]
 
 #: The modules of this package that define ``MUTANTS``, in catalog order: TPU-style
 #: kernels (pallas_call), found on the interpreters and TPU interpret mode.
-MODULES: tuple[str, ...] = ("grid", "accumulate", "memory", "dma", "backward", "tiles", "hazards", "precision", "masks")
+MODULES: tuple[str, ...] = ("grid", "accumulate", "memory", "dma", "backward", "tiles", "hazards", "precision", "masks",
+                            "shapes")
 #: Mosaic GPU kernels (plgpu.kernel), found on gpu_interpret.
 GPU_MODULES: tuple[str, ...] = ("mosaic_gpu",)
+#: Mosaic TPU kernels whose bug only a compile shows, found on the mosaic_tpu backends.
+COMPILE_MODULES: tuple[str, ...] = ("effects",)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -64,6 +67,11 @@ def mutants() -> list[Mutant]:
 def gpu_mutants() -> list[Mutant]:
     """Every Mosaic GPU mutant (``GPU_MODULES``), in module order."""
     return _of(GPU_MODULES)
+
+
+def compile_mutants() -> list[Mutant]:
+    """Every mutant found by compiling (``COMPILE_MODULES``), in module order."""
+    return _of(COMPILE_MODULES)
 
 
 def _of(modules: tuple[str, ...]) -> list[Mutant]:

@@ -24,7 +24,6 @@ from pallas_verify.backends.base import Backend
 from pallas_verify.backends.compiled import (
     COMPILE_CACHE,
     UNSUPPORTED,
-    CompileCache,
     CompiledBackend,
     compile_backends,
 )
@@ -227,7 +226,10 @@ def test_compile_backends_are_the_eleven_targets():
         assert isinstance(backend, Backend)
         assert backend.isolate is True
         assert backend.platforms == ({"tpu"} if backend.family == "mosaic_tpu" else {"gpu"})
-        assert repr(backend.modes()) == "just({})"
+        if backend.family == "mosaic_tpu":  # overrides of the kernel's compiler params: tests/backends/test_mosaic_params.py
+            assert "vmem_limit_bytes" in repr(backend.modes())
+        else:
+            assert repr(backend.modes()) == "just({})"
 
 
 def test_nothing_executes_on_this_cpu_only_host():
@@ -258,16 +260,6 @@ def test_trim_message_keeps_the_compiler_text_and_drops_boilerplate():
     assert trim_message(text) == ("INTERNAL: Mosaic failed: Only vector<i16> are supported\n\n"
                                   "The MLIR operation involved:\n  %6 = arith.addi")
     assert trim_message("x" * 2000).endswith(" ...")
-
-
-def test_compile_cache_evicts_least_recently_used():
-    cache = CompileCache(maxsize=2)
-    cache.put("a", Outcome())
-    cache.put("b", Outcome())
-    assert cache.get("a") is not None
-    cache.put("c", Outcome())
-    assert cache.get("b") is None
-    assert (cache.hits, cache.misses) == (1, 1)
 
 
 # ---------------------------------------------------------------- real compiles

@@ -76,8 +76,8 @@ def test_races_only_rerun_finds_a_race_between_cores_the_base_run_could_not():
     with Runner(m.spec, isolate="never") as runner:
         outcome = runner.run(Case(spec=m.spec, config=config, inputs=inputs, backend="tpu_interpret", mode=base))
         assert not outcome.races  # one core: no race shows
-        found = runner._metamorphic(_RacesOnly(), Case(spec=m.spec, config=config, inputs=inputs,
-                                                         backend="tpu_interpret", mode=base), outcome, ["out"])
+        found, _ = runner.reruns.findings(_RacesOnly(), Case(spec=m.spec, config=config, inputs=inputs,
+                                                             backend="tpu_interpret", mode=base), outcome, ["out"])
     assert [f.kind for f in found] == ["race"]
     assert "races-only rerun" in found[0].message and "RACE DETECTED" in found[0].message
     assert found[0].evidence["variant_mode"]["skip_floating_point_ops"] is True

@@ -18,6 +18,7 @@ class _Backend:
     platforms: frozenset[str] = frozenset({"tpu"})
     missing: str | None = None
     isolate: bool = False
+    executes: bool = True
 
     def available(self) -> str | None:
         return self.missing
@@ -49,3 +50,19 @@ def _spec(**extra):
 )
 def test_skip_reason(backend, spec, expected):
     assert skip_reason(spec, backend) == expected
+
+
+def test_a_kernel_needing_more_devices_than_this_process_has_is_skipped_on_every_backend():
+    import jax
+
+    def kernel(x):
+        return x
+
+    kernel.required_devices = jax.device_count() + 1  # as the catalog's collectives declare it
+    spec = pv.KernelSpec(name="k", kernel=kernel, reference=lambda x: x, configs=st.just({}),
+                         inputs=lambda c: st.just((np.zeros(4, np.float32),)))
+    skip = skip_reason(spec, _Backend())
+    assert skip is not None and skip.status == "skipped"
+    assert skip.reason.startswith(f"needs {jax.device_count() + 1} devices, this process has {jax.device_count()}")
+    kernel.required_devices = jax.device_count()
+    assert skip_reason(spec, _Backend()) is None

@@ -17,7 +17,7 @@ from jax.experimental.pallas import tpu as pltpu
 import pallas_verify as pv
 from pallas_verify import _jax_compat
 from pallas_verify.oracles.differential import compare_outputs
-from pallas_verify.reference import Truth, spec_truth
+from pallas_verify.reference import Truth, reference_truth
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -102,7 +102,7 @@ def reference(spec: pv.KernelSpec, config: dict, inputs: tuple) -> list[np.ndarr
 
 def ground_truth(spec: pv.KernelSpec, config: dict, inputs: tuple) -> Truth:
     """The reference evaluated in float64 (what the default oracle judges against)."""
-    return spec_truth(spec, config, inputs)
+    return reference_truth(spec.reference, config, inputs)
 
 
 def assert_matches(spec: pv.KernelSpec, got: list[np.ndarray], want: list[np.ndarray], truth: Truth | None = None) -> None:

@@ -14,9 +14,8 @@ from hypothesis import find
 from jax.experimental.pallas import tpu as pltpu
 
 from pallas_verify import _jax_compat, transforms
-from pallas_verify.backends import wrap
 from pallas_verify.grid.check import check_grid
-from reference_kernels.mutants import FINDING_KINDS, Mutant, backward, mutants
+from reference_kernels.mutants import FINDING_KINDS, Mutant, backward, compile_mutants, mutants
 
 MUTANTS = {m.name: m for m in mutants()}
 F32_TOL = (1e-5, 1e-5)
@@ -65,8 +64,10 @@ def mutant(name) -> tuple[Mutant, dict, tuple]:
 
 def test_catalog_covers_every_kind_the_cpu_can_produce():
     named = {kind for m in MUTANTS.values() for kind in m.expects}
-    cpu_kinds = set(FINDING_KINDS) - {"backend_divergence", "compile_error", "crash", "exception"}
+    # side_effect is a compile backend's (compile_mutants, tests/quality/test_compile_mutants_found.py).
+    cpu_kinds = set(FINDING_KINDS) - {"backend_divergence", "compile_error", "crash", "exception", "side_effect"}
     assert cpu_kinds <= named
+    assert "side_effect" in {kind for m in compile_mutants() for kind in m.expects}
     assert len(MUTANTS) >= 12
     assert len({m.twin.name for m in MUTANTS.values()}) == len(MUTANTS)
 
@@ -222,7 +223,7 @@ def grad_inputs(spec, config, inputs) -> tuple:
 
 def grads(spec, config, extended) -> list[np.ndarray]:
     """The kernel's VJP on the HLO interpreter (the bug is in the math, not the memory)."""
-    fn = wrap.transformed(functools.partial(spec.kernel, **config), "grad")
+    fn = transforms.rule("grad").wrap(functools.partial(spec.kernel, **config))
     with pltpu.force_tpu_interpret_mode(True):
         return [np.asarray(g) for g in jax.jit(fn)(*extended)]
 

@@ -46,15 +46,16 @@ def test_a_clean_search_stops_after_its_first_example(tmp_path: Path) -> None:
 
 def test_aligned_searches_run_the_same_examples_on_every_backend(tmp_path: Path, monkeypatch) -> None:
     from pallas_verify import runner
+    from pallas_verify.keys import example_key
 
     seen: dict[str, list[str]] = {}
-    check = runner.Runner.check
+    judge = runner.Runner.judge
 
     def spy(self, config, inputs, backend, mode, transform=None, **kw):  # type: ignore[no-untyped-def]
-        seen.setdefault(backend.name, []).append(runner.example_key(config, inputs))
-        return check(self, config, inputs, backend, mode, transform, **kw)
+        seen.setdefault(backend.name, []).append(example_key(config, inputs))
+        return judge(self, config, inputs, backend, mode, transform, **kw)
 
-    monkeypatch.setattr(runner.Runner, "check", spy)
+    monkeypatch.setattr(runner.Runner, "judge", spy)
     verify(_spec(0.0), ["interpret", "tpu_interpret"], 5, 3, isolate="never", static=False, out_dir=tmp_path,
            metamorphic=False, aligned=True)
     assert seen["interpret"] == seen["tpu_interpret"] and len(seen["interpret"]) == 5

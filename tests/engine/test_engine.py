@@ -68,7 +68,8 @@ def test_spec_built_in_a_function_runs_in_process(tmp_path):
 
 
 def test_reference_failure_is_one_exception_finding_naming_the_reference_whose_reproducer_exits_3(tmp_path):
-    from pallas_verify.reports.reproduce import EXIT_CANNOT_RUN, reproduce
+    from pallas_verify.campaigns.replay import reproduce
+    from pallas_verify.exits import EXIT_CANNOT_RUN
 
     report = verify(spec("bad_reference"), ["interpret", "tpu_interpret"], max_examples=2, profile="ci",
                     out_dir=tmp_path, shrink_budget_s=1.0)

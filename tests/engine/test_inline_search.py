@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from pallas_verify.engine import verify
+from pallas_verify.execution.sandbox import Sandbox
+from pallas_verify.grid import tasks
 from pallas_verify.loader import load_spec
 from pallas_verify.oracles import static as static_oracle
 from pallas_verify.runner import Runner
@@ -20,13 +22,13 @@ SPECS = Path(__file__).with_name("_specs.py")
 
 def _spy_checks(monkeypatch):
     calls = []
-    check = Runner.check
+    judge = Runner.judge
 
     def spied(self, config, inputs, backend, mode, transform=None, **kw):
         calls.append((backend.name, transform, repr(config), tuple(x.shape for x in inputs)))
-        return check(self, config, inputs, backend, mode, transform=transform, **kw)
+        return judge(self, config, inputs, backend, mode, transform=transform, **kw)
 
-    monkeypatch.setattr(Runner, "check", spied)
+    monkeypatch.setattr(Runner, "judge", spied)
     return calls
 
 
@@ -54,13 +56,14 @@ def test_transform_finding_keeps_its_transform_and_cell(tmp_path):
 
 def test_static_check_runs_inline_once_per_config_and_reports_once(tmp_path, monkeypatch):
     traced = []
-    start = static_oracle.start_static_check
+    serve = tasks.serve
 
-    def counted(spec, config, inputs, **kw):
-        traced.append((repr(config), tuple(x.shape for x in inputs)))
-        return start(spec, config, inputs, **kw)
+    def counted(spec, request):
+        if request["task"] == "static":
+            traced.append((repr(request["config"]), tuple(x.shape for x in request["inputs"])))
+        return serve(spec, request)
 
-    monkeypatch.setattr(static_oracle, "start_static_check", counted)
+    monkeypatch.setattr(tasks, "serve", counted)
     calls = _spy_checks(monkeypatch)
     report = verify(grid_mutants.acc_across_parallel_spec, ["interpret", "tpu_interpret"], max_examples=3, profile="ci",
                     isolate="never", out_dir=tmp_path, shrink_budget_s=0)
@@ -74,7 +77,7 @@ def test_static_check_runs_inline_once_per_config_and_reports_once(tmp_path, mon
 
 
 def test_static_false_traces_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(static_oracle, "start_static_check", lambda *a, **kw: (_ for _ in ()).throw(AssertionError))
+    monkeypatch.setattr(tasks, "serve", lambda *a, **kw: (_ for _ in ()).throw(AssertionError))
     report = verify(grid_mutants.acc_across_parallel_spec, ["interpret"], max_examples=2, profile="ci", isolate="never",
                     out_dir=tmp_path, static=False)
     assert all(f.backend != "static" for f in report.findings)
@@ -82,13 +85,13 @@ def test_static_false_traces_nothing(tmp_path, monkeypatch):
 
 def test_only_reported_findings_are_blamed(tmp_path, monkeypatch):
     blamed = []
-    blame_finding = static_oracle.blame_finding
+    blame = static_oracle.blamed
 
-    def counted(finding, *args, **kw):
+    def counted(finding, answer):
         blamed.append(finding.kind)
-        return blame_finding(finding, *args, **kw)
+        return blame(finding, answer)
 
-    monkeypatch.setattr(static_oracle, "blame_finding", counted)
+    monkeypatch.setattr(static_oracle, "blamed", counted)
     calls = _spy_checks(monkeypatch)
     report = verify(load_spec(f"{SPECS}::off_by_one"), ["interpret"], max_examples=5, profile="ci", isolate="never",
                     out_dir=tmp_path, static=False, shrink_budget_s=20)
@@ -99,14 +102,14 @@ def test_only_reported_findings_are_blamed(tmp_path, monkeypatch):
 
 def test_check_sends_the_case_before_computing_the_reference(monkeypatch):
     events = []
-    for name in ("submit", "expected", "collect"):
-        original = getattr(Runner, name)
+    for owner, name in ((Sandbox, "submit"), (Runner, "expected"), (Sandbox, "collect")):
+        original = getattr(owner, name)
 
         def wrapped(self, *args, _name=name, _original=original, **kw):
             events.append(_name)
             return _original(self, *args, **kw)
 
-        monkeypatch.setattr(Runner, name, wrapped)
+        monkeypatch.setattr(owner, name, wrapped)
     spec = load_spec(f"{SPECS}::good")
     from pallas_verify.backends import registry
 

@@ -325,7 +325,7 @@ def test_runner_caches_the_ground_truth_with_the_reference():
     with Runner(spec, isolate="never") as runner:
         first = runner.expected({}, x, "k")
         again = runner.expected({}, x, "k")
-    assert first is again and runner.reference_runs == 1
+    assert first is again and runner.references.runs == 1
     outputs, paths, truth = first
     assert paths == ["out"] and outputs[0].dtype == np.float32 and truth.outputs[0].dtype == np.float64
 

@@ -105,38 +105,39 @@ def _blame_inputs():
     return (x, x), [np.zeros(130, bool)]
 
 
+def _tracer(name, isolate, timeout_s=60):
+    from pallas_verify.execution.sandbox import Sandbox
+    from pallas_verify.loader import spec_ref
+    from pallas_verify.tracer import Tracer
+
+    loaded = spec(name)
+    return Tracer(loaded, Sandbox(loaded.name, spec_ref(loaded), timeout_s=timeout_s, isolate=isolate))
+
+
 def test_blame_that_raises_while_tracing_keeps_the_finding(tmp_path):
-    from pallas_verify.execution.isolation import Worker
     from pallas_verify.findings import Finding
-    from pallas_verify.oracles.static import blame_finding
+    from pallas_verify.tracer import BlameInputs
 
     finding = Finding(kind="mismatch", kernel="trace_raises", backend="interpret", message="outputs differ",
                       config={"block": 128, "n": 130})
     inputs, masks = _blame_inputs()
     masks[0][3] = True
-    loaded = spec("trace_raises")
-    for worker, ref in ((None, None), (Worker(timeout_s=60), f"{SPECS}::trace_raises")):
-        kept = blame_finding(finding, loaded, inputs, masks, [None], spec_ref=ref, worker=worker)
+    for isolate in ("never", "always"):  # in this process, then in a worker
+        kept = _tracer("trace_raises", isolate).blame(finding, BlameInputs(inputs, tuple(masks), (None,)))
         assert kept.message == "outputs differ" and kept.kind == "mismatch"
         assert "tracing 'trace_raises' for blame raised ValueError: this kernel cannot be traced" in (
             kept.evidence["blame_error"])
-        if worker is not None:
-            worker.close()
 
 
 @pytest.mark.slow
 def test_blame_that_hangs_while_tracing_keeps_the_finding():
-    from pallas_verify.execution.isolation import Worker
     from pallas_verify.findings import Finding
-    from pallas_verify.oracles.static import blame_finding
+    from pallas_verify.tracer import BlameInputs
 
     finding = Finding(kind="mismatch", kernel="trace_hangs", backend="interpret", message="outputs differ",
                       config={"block": 128, "n": 130})
     inputs, masks = _blame_inputs()
     masks[0][3] = True
-    worker = Worker(timeout_s=20)
-    kept = blame_finding(finding, spec("trace_hangs"), inputs, masks, [None],
-                         spec_ref=f"{SPECS}::trace_hangs", worker=worker, timeout_s=20)
-    worker.close()
+    kept = _tracer("trace_hangs", "always", timeout_s=20).blame(finding, BlameInputs(inputs, tuple(masks), (None,)))
     assert kept.message == "outputs differ"
     assert "for blame did not finish within its time limit" in kept.evidence["blame_error"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import pallas_verify as pv
-from pallas_verify.tolerance import compare, default_tolerance, ulp_distance
+from pallas_verify.tolerance import compare, default_tolerance, element_errors, ulp_distance
 
 
 @pytest.mark.parametrize(
@@ -90,3 +90,9 @@ def test_headline_counts_each_kind_of_non_finite_disagreement_then_judges_the_re
     # Without a ground truth the reference is named; infinities keep their sign.
     bare = compare("out", np.array([-np.inf], np.float32), np.array([np.inf], np.float32), None)
     assert bare.nonfinite == ("1 of 1 element -inf where the reference is inf",)
+
+
+def test_element_errors_treat_nan_and_inf_like_values():
+    actual = np.array([1.0, np.nan, np.inf, np.nan, 2.0], np.float32)
+    expected = np.array([1.0, np.nan, np.inf, 1.0, 2.5], np.float32)
+    assert element_errors(actual, expected).tolist() == [0.0, 0.0, 0.0, float("inf"), 0.5]

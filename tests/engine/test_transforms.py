@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import pallas_verify as pv
 from pallas_verify import _jax_compat, transforms
-from pallas_verify.backends import registry, wrap
+from pallas_verify.backends import registry
 from pallas_verify.case import Case, ErrorInfo, Outcome
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.runner import Runner, Unsupported
@@ -28,12 +28,12 @@ def test_rules_cover_every_transform():
 
 def test_unknown_transform_is_rejected_with_choices():
     with pytest.raises(InvalidArgument, match=r"transform='vjp' is not one of \('vmap', 'grad'\)"):
-        wrap.transformed(lambda x: x, "vjp")
+        transforms.rule("vjp")
 
 
 def test_no_transform_is_the_function_itself():
     fn = lambda x: x  # noqa: E731
-    assert wrap.transformed(fn, None) is fn
+    assert transforms.rule(None).wrap(fn) is fn
 
 
 @given(st.data())
@@ -173,9 +173,10 @@ def test_vmap_batch_must_match_the_kernel_per_example():
 def test_kernel_under_grad_is_traceable_for_blame():
     from pallas_verify import _jax_compat
 
-    fn = wrap.kernel_under(k.WRONG_TRIPLE, "grad")
+    inputs = _grad_inputs(X)
+    fn = transforms.bound(Case(spec=k.WRONG_TRIPLE, config={}, inputs=inputs, backend="interpret", transform="grad"))
     with _jax_compat.force_interpret(True):
-        [grad] = fn(*_grad_inputs(X))
+        [grad] = fn(*inputs)
     np.testing.assert_allclose(np.asarray(grad), 2 * np.ones_like(X))
 
 

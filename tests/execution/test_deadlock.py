@@ -103,7 +103,7 @@ def test_a_timeout_finding_says_which_limit_stopped_it():
 
     spec = load_spec(f"{HANGS}::sleeps")
     with Runner(spec, timeout_s=300.0) as runner:
-        runner.limit = CaseLimit(ceiling=300.0, first_case_s=2.0)
+        runner.sandbox.limit = CaseLimit(ceiling=300.0, first_case_s=2.0)
         [finding] = runner.check({}, _inputs(spec), registry.get("interpret"), {})
     assert finding.kind == "timeout"
     assert "used no CPU" in finding.message

@@ -181,9 +181,9 @@ def test_a_unit_ending_in_the_poll_where_a_stop_arrives_is_kept(tmp_path):
     from pallas_verify.campaigns.fuzzdb import FailureDatabase
     from pallas_verify.campaigns.output import CampaignOutput
     from pallas_verify.campaigns.plan import Cell, FuzzOptions
-    from pallas_verify.campaigns.progress import Progress
-    from pallas_verify.campaigns.replays import Replays
+    from pallas_verify.campaigns.replay import Replays
     from pallas_verify.campaigns.stop import StopOnSignal
+    from pallas_verify.reports.progress import Progress
 
     stop = StopOnSignal()
     cells = [Cell(ref="m:a", kernel="a", backend="interpret"), Cell(ref="m:b", kernel="b", backend="interpret")]
@@ -205,7 +205,7 @@ def test_a_unit_ending_in_the_poll_where_a_stop_arrives_is_kept(tmp_path):
 def test_a_provisional_finding_is_replaced_by_the_shrunk_one_and_kept_if_none_comes(tmp_path):
     from pallas_verify.campaigns import fuzz
     from pallas_verify.campaigns.fuzzdb import FailureDatabase
-    from pallas_verify.campaigns.progress import Progress
+    from pallas_verify.reports.progress import Progress
 
     stream = io.StringIO()
     run = fuzz._Run(options=fuzz.FuzzOptions(out_dir=tmp_path), base=Report(), cells=[],

@@ -45,11 +45,11 @@ def test_a_broken_grid_mapping_is_an_exception_naming_the_call():
 
 def test_the_static_check_reports_a_violation(monkeypatch):
     from pallas_verify.grid import invariants
-    from pallas_verify.oracles.static import serve_task
+    from pallas_verify.grid.tasks import serve
 
     spec, config, inputs = _example("ragged_add")
     monkeypatch.setattr(invariants._jax_compat, "grid_invariant_errors",
                         lambda closed: iter([("_add_kernel", "AssertionError: (grid, grid_names)")]))
-    issues = serve_task(spec, {"task": "static", "inputs": inputs, "config": config})
+    issues = serve(spec, {"task": "static", "inputs": inputs, "config": config})
     [issue] = [i for i in issues if i.kind == "exception"]
     assert "GridMapping.check_invariants" in issue.message and issue.call == "_add_kernel"

@@ -24,7 +24,9 @@ def neg_one_bit_off(eqn: Any, args: list[Any]) -> list[Any] | None:
 
 
 NAME = "neg_one_bit_off"
-_mutants.MUTANTS.setdefault(NAME, neg_one_bit_off)
+_mutants.RULES.setdefault(NAME, neg_one_bit_off)
+_mutants.MUTANTS.setdefault(NAME, _mutants.Mutant("interpret", "the rule of neg in kernel bodies",
+                                                  lambda: _mutants._rule(NAME)))
 
 
 _PLANTED: list[object] = []

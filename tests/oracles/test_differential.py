@@ -15,8 +15,8 @@ from pallas_verify.reference import Truth
 from tests.oracles._crafted import CASE, PATHS, X, copy_spec
 
 
-def findings(outcome: Outcome, *, expected=(X,), case: Case = CASE, executes: bool = True):
-    return outcome_findings(case, outcome, expected, PATHS, executes=executes)
+def findings(outcome: Outcome, *, expected=(X,), case: Case = CASE):
+    return outcome_findings(case, outcome, expected, PATHS)
 
 
 def kinds(found) -> list[str]:
@@ -56,7 +56,6 @@ def test_an_error_is_the_kind_its_interpreter_text_shows(message, kind):
 
 def test_an_error_of_a_compile_only_backend_is_a_compile_error():
     error = ErrorInfo(type="MosaicError", message="Out of bounds VMEM")  # text alone would say out_of_bounds
-    assert kinds(findings(Outcome(error=error), expected=None, executes=False)) == ["compile_error"]
     assert kinds(findings(Outcome(error=error, compiled_only=True), expected=None)) == ["compile_error"]
 
 

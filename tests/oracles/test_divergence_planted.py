@@ -13,7 +13,7 @@ import pytest
 
 from pallas_verify.backends import registry
 from pallas_verify.loader import spec_ref
-from pallas_verify.reports.reproduce import write_reproducer
+from pallas_verify.reports.reproducer import write_reproducer
 from pallas_verify.runner import Runner
 from reference_kernels import control
 from tests.campaigns.smith._mutants import planted

@@ -54,8 +54,8 @@ def test_kernel_test_is_still_importable_from_the_plugin():
 
 
 def test_option_defaults_are_valid_choices_so_they_need_no_check():
+    from pallas_verify.execution.sandbox import ISOLATE
     from pallas_verify.profiles import PROFILES
-    from pallas_verify.runner import ISOLATE
 
     options = testing.PluginOptions()
     assert options.profile in PROFILES and options.isolate in ISOLATE

@@ -26,7 +26,7 @@ def test_header_prints_seed_profile_and_backends(pytester, spec_file, spec_line)
     result = pytester.runpytest_subprocess("--collect-only", "--pv-seed", "7", "--pv-backends", "interpret")
     result.stdout.fnmatch_lines(["pallas-verify: seed=7 (repeat with --pv-seed 7), profile=dev, backends=interpret*"])
     ci = pytester.runpytest_subprocess("--collect-only", "--pv-profile", "ci")
-    ci.stdout.fnmatch_lines(["pallas-verify: seed=none (deterministic profile), profile=ci*"])
+    ci.stdout.fnmatch_lines(["pallas-verify: seed=0 (deterministic profile: repeat with --pv-seed 0), profile=ci*"])
 
 
 def test_correct_spec_passes_and_k_selects_one_backend(pytester, spec_file, spec_line):

@@ -7,6 +7,8 @@ core count that happens to give the right answer); only a rerun can show it.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import find
 
@@ -44,3 +46,18 @@ def test_a_clean_kernel_skips_the_reruns_it_cannot_need_and_the_report_says_so(t
     notes = report.kernels[0]["notes"]
     assert any(n.startswith("tpu_interpret: the grid_order rerun was skipped on 2 of 2 examples (no 'parallel'")
                for n in notes), notes
+    counts = [tuple(map(int, m.groups())) for n in notes for m in [re.search(r"skipped on (\d+) of (\d+) examples", n)] if m]
+    assert counts and all(skipped <= examples for skipped, examples in counts), notes
+
+
+def test_no_left_out_check_is_counted_on_more_examples_than_ran(tmp_path):
+    """Race detection left out of a kernel with nothing concurrent is counted per example
+    judged, as the reruns are (it once read "skipped on 6 of 5 examples")."""
+    from pallas_verify.engine import verify
+    from reference_kernels.reductions import ROW_SUM
+
+    report = verify(ROW_SUM, ["tpu_interpret"], max_examples=5, seed=0, profile="ci", out_dir=tmp_path)
+    notes = report.kernels[0].get("notes", [])
+    counts = [tuple(map(int, m.groups())) for n in notes for m in [re.search(r"skipped on (\d+) of (\d+) examples", n)] if m]
+    assert any("race detection" in n for n in notes), notes
+    assert counts and all(skipped <= examples for skipped, examples in counts), notes

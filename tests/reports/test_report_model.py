@@ -18,7 +18,7 @@ from pallas_verify.reports.report import (
     kernel_entry,
     unrun_results,
 )
-from pallas_verify.reports.reproduce import file_stem
+from pallas_verify.reports.reproducer import file_stem
 
 
 def _spec(**extra):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pallas_verify.reports.casefile import CaseFileError, load_case, save_case
-from pallas_verify.reports.reproduce import EXIT_CANNOT_RUN, EXIT_FIXED, EXIT_REPRODUCES
+from pallas_verify.reports.reproducer import EXIT_CANNOT_RUN, EXIT_FIXED, EXIT_REPRODUCES
 
 ROUND_TRIP_DTYPES = ["bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
                      "float8_e4m3b11fnuz", "int4", "uint4", "bool", "complex64", "complex128", "uint32", "int8",
@@ -152,7 +152,7 @@ def test_reproducer_prints_its_verdict_without_plugin_noise(tmp_path):
 
 def test_a_backend_that_is_not_available_cannot_run_the_case(tmp_path, monkeypatch, capsys):
     from pallas_verify.backends import registry
-    from pallas_verify.reports.reproduce import reproduce
+    from pallas_verify.campaigns.replay import reproduce
 
     spec = tmp_path / "planted.py"
     _write(spec, "bfloat16")

@@ -11,7 +11,7 @@ import pytest
 
 from pallas_verify.findings import Finding
 from pallas_verify.reports.casefile import load_case
-from pallas_verify.reports.reproduce import (
+from pallas_verify.reports.reproducer import (
     EXIT_CANNOT_RUN,
     EXIT_FIXED,
     EXIT_REPRODUCES,
@@ -80,3 +80,20 @@ def test_missing_inputs_cannot_run(tmp_path, capsys):
     script.with_suffix(".npz").unlink()
     assert _exit_status(script) == EXIT_CANNOT_RUN
     assert "cannot run this case: " in capsys.readouterr().out
+
+
+def test_reproducers_written_before_replay_moved_still_import_it():
+    from pallas_verify.campaigns.replay import reproduce
+    from pallas_verify.reports.reproduce import reproduce as written_before
+
+    assert written_before is reproduce
+
+
+def test_a_copy_under_another_name_runs_as_written(tmp_path):
+    script = _write(tmp_path, "wrong")
+    copy = tmp_path / "db" / "elsewhere-1234.py"
+    copy.parent.mkdir()
+    copy.write_bytes(script.read_bytes())  # as the failure database keeps it: no rewriting
+    copy.with_suffix(".npz").write_bytes(script.with_suffix(".npz").read_bytes())
+    assert script.stem not in copy.read_text()
+    assert _exit_status(copy) == EXIT_REPRODUCES

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pallas_verify.campaigns.units import Units, _ship
+from pallas_verify.campaigns.units import Units, ship
 from pallas_verify.execution import Done, Work
 from pallas_verify.reports.kernel_source import kernel_module, pruned_source
 from pallas_verify.reports.report import Report
@@ -72,7 +72,7 @@ def test_a_unit_ships_the_upstream_reproducer_and_the_driver_points_the_report_a
     for path in (script, script.with_suffix(".npz"), work / "k-upstream-interpret-kernel.py"):
         path.write_text(path.name)
     report = Report(kernels=[{"name": "k", "upstream": [{"backend": "interpret", "reproducer": str(script)}]}])
-    shipped = _ship(report, work, [])
+    shipped = ship(report, work)
     received = Units(executor=None, into=into, flat=True)._decode(Done(work=Work(entry="e", kind="verify"), value=shipped))
     (entry,) = received.report.kernels[0]["upstream"]
     assert entry["reproducer"] == str((into / script.name).resolve())

@@ -36,3 +36,43 @@ def test_every_draw_builds_compiler_params(drawn):
 def test_bad_arguments_are_named(kwargs, match):
     with pytest.raises(pvs.StrategyError, match=match):
         pvs.mosaic_gpu_compiler_params(**kwargs)
+
+
+# --- overrides of a Mosaic TPU kernel's own params (the mosaic_tpu backends' modes) ---------
+
+MIB = 1 << 20
+
+
+def test_tpu_choices_are_read_from_the_upstream_field_types():
+    from jax.experimental.pallas import tpu as pltpu
+
+    assert pvs.tpu_field_choices("has_side_effects") == (False, True, *(t.value for t in pltpu.SideEffectType))
+    for field in ("allow_input_fusion", "fuse_transposed_lhs_in_matmul", "disable_bounds_checks"):
+        assert pvs.tpu_field_choices(field) == (False, True)
+
+
+def test_vmem_limits_sit_around_the_chip_s_vmem():
+    assert [v // MIB for v in pvs.vmem_limits(16 * MIB)] == [16, 15, 17, 8, 4, 2, 1, 32]
+
+
+def test_overrides_shrink_to_none():
+    assert find(pvs.mosaic_tpu_compiler_overrides(vmem_bytes=16 * MIB), lambda _: True) == {}
+
+
+@given(pvs.mosaic_tpu_compiler_overrides(vmem_bytes=64 * MIB, fields=("vmem_limit_bytes", "has_side_effects")))
+def test_every_override_is_a_drawn_field_with_a_legal_value(drawn):
+    from jax.experimental.pallas import tpu as pltpu
+
+    assert set(drawn) <= {"vmem_limit_bytes", "has_side_effects"}
+    assert drawn.get("vmem_limit_bytes", 64 * MIB) in pvs.vmem_limits(64 * MIB)
+    side = drawn.get("has_side_effects", False)
+    pltpu.CompilerParams(has_side_effects=side if isinstance(side, bool) else pltpu.SideEffectType(side))
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"vmem_bytes": 0}, "vmem_bytes"), ({"vmem_bytes": 16 * MIB, "fields": ("flags",)}, "flags"),
+    ({"vmem_bytes": 16 * MIB, "fields": "vmem_limit_bytes"}, "fields"),
+])
+def test_bad_override_arguments_are_named(kwargs, match):
+    with pytest.raises(pvs.StrategyError, match=match):
+        pvs.mosaic_tpu_compiler_overrides(**kwargs)

@@ -21,6 +21,7 @@ STRATEGIES = {
     "gpu_interpret_params": pvs.gpu_interpret_params(),
     "dma_execution_modes": pvs.dma_execution_modes(),
     "mosaic_gpu_compiler_params": pvs.mosaic_gpu_compiler_params(grid_rank=2),
+    "mosaic_tpu_compiler_overrides": pvs.mosaic_tpu_compiler_overrides(vmem_bytes=128 << 20),
     "dtypes": pvs.dtypes(fp8=True),
     "arrays": pvs.arrays(shape=(512, 512), dtype="float32"),
     "tiled_configs": pvs.tiled_configs(axes={"m": "sublane", "n": "lane", "k": "lane"}),
@@ -30,7 +31,7 @@ STRATEGIES = {
 
 
 HELPERS = {"cdiv_grid", "edge_values", "literal_choices", "make_interpret_params"}
-HELPERS |= {"preferred_sublane_tile", "program_productions"}
+HELPERS |= {"preferred_sublane_tile", "program_productions", "tpu_field_choices", "vmem_limits"}
 
 
 def test_every_public_strategy_is_listed():

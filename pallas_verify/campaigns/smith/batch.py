@@ -37,8 +37,8 @@ def run_batch(spec: Any, backends: list[str], examples: int, seed: int, *, timeo
 
     from pallas_verify.campaigns.smith import spec as smith_spec
     from pallas_verify.campaigns.smith.recheck import recheck
-    from pallas_verify.engine import verify
     from pallas_verify.campaigns.units import ship
+    from pallas_verify.engine import verify
     from strategies.programs import program_productions
 
     started = time.time()

@@ -27,7 +27,6 @@ down and what finished is written (``report.interrupted``); a second SIGINT stop
 from __future__ import annotations
 
 import dataclasses
-import random
 import shutil
 import signal
 import sys
@@ -35,7 +34,6 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from pallas_verify.campaigns.progress import Progress
 from pallas_verify.campaigns.smith.record import (
     GENERATED,
     NOT_SUPPORTED,
@@ -44,7 +42,9 @@ from pallas_verify.campaigns.smith.record import (
     conformance_rows,
     write_run,
 )
-from pallas_verify.errors import InvalidArgument
+from pallas_verify.choices import run_seed
+from pallas_verify.errors import InvalidArgument, check_positive_int
+from pallas_verify.reports.progress import Progress
 from pallas_verify.reports.report import Report
 
 __all__ = ["GENERATED", "NOT_SUPPORTED", "SmithOptions", "SmithRun", "conformance_rows", "smith"]
@@ -89,12 +89,8 @@ class SmithOptions:
     def __post_init__(self) -> None:
         object.__setattr__(self, "out_dir", Path(self.out_dir))  # a str is as good as a Path
         for field in ("slice_examples", "max_grid_points"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidArgument(f"{field}={value!r} must be a positive integer, e.g. 10.")
-        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
-                                         or self.workers < 1):
-            raise InvalidArgument(f"workers={self.workers!r} must be None or a positive integer, e.g. 2.")
+            check_positive_int(field, getattr(self, field), example=10)
+        check_positive_int("workers", self.workers, optional=True, example=2)
         from pallas_verify.findings import FINDING_KINDS
 
         unknown = [k for k in self.stop_on if k not in FINDING_KINDS]
@@ -216,7 +212,7 @@ def smith(options: SmithOptions, *, stream: TextIO = sys.stderr) -> SmithRun:
     from pallas_verify.reports.outdir import writable_dir
 
     writable_dir(options.out_dir, option="--out")
-    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
+    seed = run_seed(options.seed)
     backends = _backends(options)
     run = SmithRun(report=Report(seed=seed, profile="dev", backends=backends))
     run.report.kernels.append({"name": GENERATED, "features": ["generated"], "platforms": ["tpu"]})

@@ -66,10 +66,11 @@ def recheck(finding: Finding, spec: KernelSpec, *, isolate: str = "auto", timeou
     docstring. The case comes from the ``.npz`` beside ``finding.reproducer``."""
     from pallas_verify.backends import registry
     from pallas_verify.case import Case
+    from pallas_verify.keys import example_key
     from pallas_verify.oracles.base import bitwise_equal
     from pallas_verify.oracles.differential import compare_outputs
     from pallas_verify.reports.casefile import load_case
-    from pallas_verify.runner import Runner, Unsupported, example_key
+    from pallas_verify.runner import Runner, Unsupported
 
     npz = Path(finding.reproducer).with_suffix(".npz") if finding.reproducer else None
     if finding.kind == "timeout" or npz is None or not npz.is_file() or finding.backend in ("static", "reference"):

@@ -18,7 +18,7 @@ from typing import Any
 
 from pallas_verify.findings import Finding
 from pallas_verify.reports.report import BackendResult, Report, write_atomic
-from pallas_verify.reports.reproduce import file_stem
+from pallas_verify.reports.reproducer import file_stem
 
 __all__ = ["GENERATED", "NOT_SUPPORTED", "SmithRun", "absorb", "conformance_rows", "write_run"]
 
@@ -92,11 +92,7 @@ def absorb(run: SmithRun, part: Report, out_dir: Path, interpreters: set[str]) -
             r = dataclasses.replace(r, status="pass", reason="the compiler does not support some programs "
                                     "(see not_supported)")
         old = run.cells.get(r.backend)
-        if old is not None:
-            status = "fail" if "fail" in (old.status, r.status) else ("pass" if "pass" in (old.status, r.status) else r.status)
-            r = dataclasses.replace(r, status=status, examples=old.examples + r.examples, seconds=old.seconds + r.seconds,
-                                    reason=old.reason if old.status == "fail" else r.reason)
-        run.cells[r.backend] = r
+        run.cells[r.backend] = r if old is None else old.combined(r)
     new = []
     for f in part.findings:
         if _refused(f):

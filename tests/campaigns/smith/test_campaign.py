@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from pallas_verify.campaigns.progress import Progress
 from pallas_verify.campaigns.smith.campaign import SmithOptions, _Campaign, smith
 from pallas_verify.campaigns.smith.record import SmithRun
 from pallas_verify.exits import EXIT_INTERRUPTED
 from pallas_verify.findings import Finding
+from pallas_verify.reports.progress import Progress
 from pallas_verify.reports.report import BackendResult, Report
 
 from .test_recheck import _MASKED

@@ -128,6 +128,7 @@ def test_reproducer_is_readable_source_and_runs(tmp_path: Path) -> None:
     finding = write_smith_reproducer(Finding(**{**finding.__dict__, "reproducer": str(engine_repro)}), tmp_path,
                                      "smith-mismatch")
     text = Path(finding.reproducer).read_text()
+    assert "engine_reproducer" not in finding.evidence  # the engine's script lived in a folder smith removes
     assert "def kernel(x0):" in text and "def reference(x0):" in text and "jnp.tanh(v0)" in text
     assert "pickle" not in text
     from pallas_verify.backends.families import jax_env_defaults
@@ -137,6 +138,9 @@ def test_reproducer_is_readable_source_and_runs(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, finding.reproducer], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout + done.stderr  # a correct backend: the mismatch does not reproduce
     assert "no longer reproduces" in done.stdout
+    from pallas_verify.campaigns.replay import replay_script
+
+    assert replay_script(finding.reproducer) == 0  # `pallas-verify replay` runs it as the script does
     assert "plugin" not in done.stderr and "libtpu" not in done.stderr, done.stderr  # no accelerator noise
 
 

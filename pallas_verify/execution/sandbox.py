@@ -1,0 +1,125 @@
+"""The case sandbox: where the cases of one spec run, and for how long.
+
+One isolation policy decides, for a backend or for tracing the kernel (``isolated``):
+``isolate="auto"`` runs in a worker process whenever the spec can be loaded by reference
+(so a hang is a ``timeout`` and an abort a ``crash``, and the run goes on) and in this
+process otherwise; ``"always"`` requires a worker; ``"never"`` stays in this process
+except for backends that must isolate (compilers that may abort). Compilers get a worker
+each (Mosaic GPU fixes its target once per process); interpreters share one long-lived
+worker per slot (``isolation.shared_worker``). A case's time limit adapts to the cases
+seen so far (``caselimit``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pallas_verify import choices
+from pallas_verify.case import Case, ErrorInfo, Outcome
+from pallas_verify.errors import InvalidArgument
+from pallas_verify.execution.caselimit import CaseLimit
+from pallas_verify.execution.isolation import Pending, Worker, shared_worker
+
+if TYPE_CHECKING:
+    from pallas_verify.backends.base import Backend
+
+__all__ = ["ISOLATE", "Running", "Sandbox"]
+
+ISOLATE: tuple[str, ...] = tuple(choices.ISOLATE)
+
+
+@dataclasses.dataclass
+class Running:
+    """A case submitted to run: in a worker (``pending``), already decided (``outcome``),
+    or to run in this process when collected."""
+
+    case: Case
+    backend: Backend
+    worker: Worker | None = None
+    pending: Pending | None = None
+    outcome: Outcome | None = None
+
+
+class Sandbox:
+    """Runs the cases of the spec named ``spec_ref`` (None: it has no reference a worker
+    could load) on any backend, under the ``isolate`` policy (module docstring)."""
+
+    def __init__(self, name: str, spec_ref: str | None, *, timeout_s: float, isolate: str,
+                 seen: Callable[[Case, Outcome], Any] | None = None) -> None:
+        if isolate not in ISOLATE:
+            raise InvalidArgument(f"isolate={isolate!r} must be one of {ISOLATE}.")
+        if isolate == "always" and spec_ref is None:
+            raise InvalidArgument(
+                f"isolate='always' needs KernelSpec {name!r} at module level (FILE.py::NAME or "
+                "MODULE:NAME) so a worker process can load it; define it at module level or use isolate='auto'."
+            )
+        self.name, self.spec_ref, self.timeout_s, self.isolate = name, spec_ref, timeout_s, isolate
+        self.limit = CaseLimit(ceiling=timeout_s)
+        self._seen = seen  # hears of every outcome collected (the runner counts grid schedules)
+        self._workers: dict[str, Worker] = {}
+
+    def isolated(self, backend: Backend | None = None) -> bool:
+        """Whether ``backend``'s cases (None: tracing the kernel) leave this process."""
+        if backend is not None and backend.isolate:
+            return True
+        return self.isolate == "always" or (self.isolate == "auto" and self.spec_ref is not None)
+
+    def tracer(self, slot: str) -> Worker | None:
+        """The worker the kernel is traced in (the static check, blame), None: this process."""
+        return shared_worker(slot) if self.isolated() else None
+
+    def run(self, case: Case, backend: Backend) -> Outcome:
+        """Run one case on ``backend``, in a worker process when isolation applies."""
+        return self.collect(self.submit(case, backend))
+
+    def submit(self, case: Case, backend: Backend, slot: str = "interpreters") -> Running:
+        """Start ``case`` in its worker process and return at once (when isolation applies;
+        otherwise it runs in ``collect``): the caller works meanwhile, then collects.
+        Interpreters run in the shared worker of ``slot``."""
+        if not self.isolated(backend):
+            return Running(case, backend)
+        if self.spec_ref is None:
+            return Running(case, backend, outcome=Outcome(error=self._no_ref_error(backend),
+                                                          compiled_only=not backend.executes))
+        if backend.isolate:  # compilers: a process per backend (Mosaic GPU fixes its target per process)
+            worker = self._workers.setdefault(backend.name, Worker(timeout_s=self.timeout_s))
+        else:  # interpreters: one long-lived process for every spec and backend
+            worker = shared_worker(slot)
+        return Running(case, backend, worker, worker.submit_case(self.spec_ref, case))
+
+    def collect(self, running: Running) -> Outcome:
+        """The Outcome of a submitted case."""
+        outcome = self._collect(running)
+        if self._seen is not None:
+            self._seen(running.case, outcome)
+        return outcome
+
+    def _collect(self, running: Running) -> Outcome:
+        if running.outcome is not None:
+            return running.outcome
+        if running.worker is None or running.pending is None:
+            return running.backend.run(running.case)
+        outcome = running.worker.collect(running.pending, timeout_s=self.timeout_s,
+                                         idle_after_s=self.limit.idle_after())
+        if outcome.timed_out:
+            return dataclasses.replace(outcome, diagnostics=f"{outcome.diagnostics} ({self.limit.describe()})")
+        self.limit.record(outcome.seconds, finished=outcome.crashed is None)
+        return outcome
+
+    def release(self, backend: str) -> None:
+        """Stop the worker process of an isolating ``backend``; the shared interpreter
+        workers live on."""
+        worker = self._workers.pop(backend, None)
+        if worker is not None:
+            worker.close()
+
+    def close(self) -> None:
+        for name in list(self._workers):
+            self.release(name)
+
+    def _no_ref_error(self, backend: Backend) -> ErrorInfo:
+        return ErrorInfo(type="InvalidSpec", message=(
+            f"backend {backend.name} runs cases in a worker process, which loads KernelSpec {self.name!r} by "
+            "reference; define the spec at module level so it has one (FILE.py::NAME or MODULE:NAME)."))
