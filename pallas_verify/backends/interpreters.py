@@ -36,7 +36,10 @@ class HloInterpret:
     platforms: frozenset[str] = frozenset({"tpu", "gpu"})
     executes: bool = True
     isolate: bool = False
-    reruns_shapes: bool = True  # the shape_invariance rerun (oracles/shape_invariance.py)
+    # No shape_invariance rerun: the HLO interpreter compiles the whole grid into one XLA
+    # program whose code depends on the array's extent, so a correct kernel's rows can
+    # change in the last bit inside a longer array (measured: flash_forward_f32_stats).
+    reruns_shapes: bool = False
 
     def available(self) -> str | None:
         return None

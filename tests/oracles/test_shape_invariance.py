@@ -67,7 +67,7 @@ def test_a_kernel_without_a_plan_says_why(fn, reason):
     assert reason in _plan(fn, X)
 
 
-def _check(spec, backend="interpret"):
+def _check(spec, backend="tpu_interpret"):
     config = find(spec.configs, lambda _: True)
     inputs = tuple(find(spec.inputs(config), lambda _: True))
     with Runner(spec, isolate="never") as runner:
@@ -116,5 +116,5 @@ def test_rows_the_reference_computes_from_the_array_s_extent_are_left_out():
                          reference=lambda x: x / (x.shape[0] // 8), configs=st.just({}), inputs=lambda c: st.just((X,)))
     found, notes = _check(spec)
     assert found == []
-    assert notes == {"interpret: the shape_invariance rerun was left out (the reference's rows depend on the other "
+    assert notes == {"tpu_interpret: the shape_invariance rerun was left out (the reference's rows depend on the other "
                      "rows along the tiled axis)"}
