@@ -185,9 +185,9 @@ def expression_dtype(expr: Expr, dtypes: Sequence[str]) -> str:
 
 def uses(expr: Any, head: str) -> set[Any]:
     """The first fields of every ``head`` node in ``expr`` (e.g. the dims of its iotas)."""
-    if not isinstance(expr, tuple):
+    if not isinstance(expr, (tuple, list)):  # lists: a program read back from a JSON report
         return set()
     if expr and expr[0] == head:
         return {expr[1] if len(expr) > 1 else None}
     parts = expr[1:] if expr and isinstance(expr[0], str) else expr  # a node's fields, or a tuple of nodes
-    return set().union(*(uses(e, head) for e in parts if isinstance(e, tuple)))
+    return set().union(*(uses(e, head) for e in parts if isinstance(e, (tuple, list))))

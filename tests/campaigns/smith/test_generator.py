@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from strategies.programs import pallas_programs, program_hazards
@@ -38,3 +39,20 @@ def test_no_drawn_program_sends_an_inexact_value_to_a_boundary(program: dict) ->
         assert all(n >= tile[0] for n in tile[1:]), program
     if program["skeleton"] == "dma":
         assert "float8" not in program["inputs"][0][1]
+
+
+def test_a_program_read_back_from_a_json_report_gives_the_same_source() -> None:
+    """A reproducer is written from the program as the report stores it (JSON: lists, not
+    tuples); its source must define every iota its kernel and reference use (a smith
+    reproducer once raised NameError: name 'i0' is not defined)."""
+    import json
+
+    from hypothesis import find, settings
+    from hypothesis.errors import NoSuchExample
+
+    from pallas_verify.campaigns.smith.source import program_source
+    from strategies.programs import pallas_programs
+
+    with pytest.raises(NoSuchExample):
+        find(pallas_programs(), lambda p: program_source(json.loads(json.dumps(p))) != program_source(p),
+             settings=settings(database=None, max_examples=300, derandomize=True))
