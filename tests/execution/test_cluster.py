@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from benchmarks.faultkit import children_of
 from pallas_verify.campaigns.fuzz import FuzzOptions, fuzz
 from pallas_verify.execution import Done, Update, Work
 
@@ -205,24 +206,13 @@ def test_conformance_units_on_ray_record_their_nodes(cluster, tmp_path):
     assert report.results[0].node.startswith(cluster.host + ":")
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in (e for e in os.listdir("/proc") if e.isdigit()):
-        try:
-            if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry))
-        except OSError:
-            continue
-    return found
-
-
 def _task_workers(cluster) -> list[int]:
     """Ray worker processes of this cluster running a pallas-verify task now."""
     raylets = [p.process.pid for node in cluster.nodes.list_all_nodes()
                for p in node.all_processes.get("raylet", [])]
     found = []
     for raylet in raylets:
-        for pid in _children(raylet):
+        for pid in children_of(raylet):
             try:
                 if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::_task"):
                     found.append(pid)
@@ -237,7 +227,7 @@ def test_a_ray_worker_killed_mid_task_is_retried_never_a_finding_and_leaves_no_c
     def kill_a_task_worker() -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            busy = [(pid, kids) for pid in _task_workers(cluster) if (kids := _children(pid))]
+            busy = [(pid, kids) for pid in _task_workers(cluster) if (kids := children_of(pid))]
             if busy:  # a task that has started its case workers
                 pid, kids = busy[0]
                 os.kill(pid, signal.SIGKILL)
