@@ -1,11 +1,16 @@
-"""The metamorphic reruns of an example: the same case with one interpreter knob changed
-must give bitwise-identical outputs (``Backend.variants`` says which knobs, per kind).
+"""The metamorphic reruns of an example: the same case with one interpreter knob changed,
+or its inputs grown along a tiled axis, must give bitwise-identical outputs
+(``Backend.variants`` says which knobs, per kind; ``oracles.shape_invariance`` the growth).
 
-Only the reruns whose knob can change the kernel's outputs run (the base run's
-``Outcome.reruns``, from its jaxpr). They run as one rerun with every knob changed (started
-beside the base run, in a worker of its own, when a core is spare for it), and each alone
-only when that one shows a difference, to name the kind; then the races-only rerun, judged
-by its race reports alone. ``RerunTally`` counts what was left out, for the spec's notes.
+Each rerun costs a compile (every TPU interpret knob but race detection is applied at
+trace time), so an example gets **one** rerun that carries every change due at once
+(``Rerun``): every knob changed, race detection on two cores (a run-time knob: it costs no
+compile) where the base run looked for no race between cores, and the inputs grown where a
+shape_invariance rerun is due. It starts beside the base run, in a worker of its own, when
+a core is spare for it. A kernel that lacks a knob is unchanged by it, so the one rerun
+serves whichever reruns the base run says apply (``Outcome.reruns``, from its jaxpr). Only
+when its outputs differ is each change run alone, to name the finding's kind.
+``RerunTally`` counts what was left out, for the spec's notes.
 """
 
 from __future__ import annotations
@@ -15,17 +20,22 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from pallas_verify import _jax_compat
 from pallas_verify.backends.base import Backend
 from pallas_verify.case import Case, Outcome
 from pallas_verify.execution.isolation import static_tracer_slot
 from pallas_verify.execution.sandbox import Running, Sandbox
 from pallas_verify.findings import Finding
-from pallas_verify.oracles.base import bitwise_equal
-from pallas_verify.oracles.metamorphic import metamorphic_finding
+from pallas_verify.oracles.base import bitwise_differences, bitwise_equal, case_finding
+from pallas_verify.oracles.metamorphic import knob_changes, metamorphic_finding
+from pallas_verify.oracles.shape_invariance import Grown, ShapeRerun
 from pallas_verify.tracer import BlameInputs
 
-__all__ = ["RerunTally", "Reruns"]
+__all__ = ["Rerun", "RerunTally", "Reruns"]
+
+RACE = "race"
 
 
 @dataclasses.dataclass
@@ -46,80 +56,159 @@ class RerunTally:
     def notes(self) -> list[str]:
         """One line per check left out: on how many examples, and why."""
         reasons = {**_jax_compat.RERUNS, **_jax_compat.SKIPPED_CHECKS}
-        return [f"{backend}: {'race detection' if kind == 'race' else f'the {kind} rerun'} was skipped on {n} of "
+        return [f"{backend}: {'race detection' if kind == RACE else f'the {kind} rerun'} was skipped on {n} of "
                 f"{self.examples[backend]} examples ({reasons.get(kind, 'the kernel has nothing it changes')})"
                 for (backend, kind), n in sorted(self.skipped.items())]
 
 
-class Reruns:
-    """The metamorphic reruns of one spec's examples, run in ``sandbox``."""
+@dataclasses.dataclass
+class Rerun:
+    """The one rerun of an example (module docstring).
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    Attributes:
+      backend, base: the backend and the example's own case.
+      variants: the knob reruns it carries, (kind, mode) as ``Backend.variants`` gives them.
+      races: race detection on two cores is carried (where the base run had none there).
+      grown: the shape_invariance rerun is carried: the example's inputs grown.
+      case: the rerun's case: every carried change at once.
+      running: its run, when started beside the base run.
+    """
+
+    backend: Backend
+    base: Case
+    variants: list[tuple[str, dict[str, Any]]]
+    races: bool
+    grown: Grown | None
+    case: Case
+    running: Running | None = None
+
+
+class Reruns:
+    """The metamorphic reruns of one spec's examples, run in ``sandbox``; the
+    shape_invariance reruns are ``shapes``'s."""
+
+    def __init__(self, sandbox: Sandbox, shapes: ShapeRerun) -> None:
         self.sandbox = sandbox
+        self.shapes = shapes
         self.tally = RerunTally()
 
     def notes(self) -> list[str]:
         return self.tally.notes()
 
-    def ahead(self, backend: Backend, case: Case) -> Running | None:
-        """The backend's reruns as one case with every knob changed, started now in a worker
-        of its own when a core is spare for it (``static_tracer_slot``): it runs beside the
-        base run instead of after it. A knob the kernel lacks changes nothing, so the one
-        rerun serves whichever of them the base run says apply."""
+    def start(self, backend: Backend, case: Case) -> Rerun | None:
+        """The example's one rerun (None when the backend has none due), started now in a
+        worker of its own when a core is spare for it (``static_tracer_slot``) and the
+        kernel's last example needed one: it then runs beside the base run."""
         variants = backend.variants(case.mode)
-        if not variants or backend.isolate or not self.sandbox.isolated(backend) or static_tracer_slot() != "tracer":
+        grown = self.shapes.due(case) if getattr(backend, "reruns_shapes", False) else None
+        if not variants and grown is None:
             return None
-        if self.tally.last.get(backend.name) == frozenset():  # the kernel's last example needed none
-            return None
-        merged = dataclasses.replace(case, mode=_merged(case.mode, [mode for _, mode in variants if not _races_only(mode)]))
-        return self.sandbox.submit(merged, backend, slot="reruns")
+        knobs = [(kind, mode) for kind, mode in variants if kind != RACE]
+        races_due = [(kind, mode) for kind, mode in variants if kind == RACE]
+        # Race detection last: a run-time knob, on two cores (where the base run had two,
+        # the grid order still changes with the seed).
+        mode = _merged({**case.mode, "detect_races": False}, [mode for _, mode in (*knobs, *races_due)])
+        for _, race_mode in races_due:
+            mode.update(detect_races=True, num_cores_or_threads=race_mode["num_cores_or_threads"])
+        rerun_case = dataclasses.replace(case, mode=mode, inputs=grown.inputs if grown is not None else case.inputs)
+        rerun = Rerun(backend, case, knobs, bool(races_due), grown, rerun_case)
+        needed_last = self.tally.last.get(backend.name) != frozenset() or grown is not None
+        if (needed_last and not backend.isolate and self.sandbox.isolated(backend)
+                and static_tracer_slot() == "tracer"):
+            rerun.running = self.sandbox.submit(rerun_case, backend, slot="reruns")
+        return rerun
 
-    def findings(self, backend: Backend, case: Case, base: Outcome, paths: Sequence[str],
-                 ahead: Running | None = None) -> tuple[list[Finding], dict[str, BlameInputs]]:
-        """The reruns' findings (module docstring) and, for a finding of a rerun alone, what
-        blame maps: the elements whose bits changed."""
-        variants = backend.variants(case.mode)
-        wanted = [(kind, mode) for kind, mode in variants if base.reruns is None or kind in base.reruns]
-        self.tally.count(backend.name, [kind for kind, _ in variants], [kind for kind, _ in wanted], base.skipped)
-        self.tally.last[backend.name] = frozenset(kind for kind, _ in wanted)
-        races_only = [(kind, mode) for kind, mode in wanted if _races_only(mode)]
-        wanted = [(kind, mode) for kind, mode in wanted if not _races_only(mode)]
-        together, singles = None, wanted
-        if wanted and (ahead is not None or len(wanted) > 1):
-            merged = ahead.case if ahead is not None else dataclasses.replace(
-                case, mode=_merged(case.mode, [mode for _, mode in wanted]))
-            variant = self.sandbox.collect(ahead) if ahead is not None else self.sandbox.run(merged, backend)
-            if ahead is not None:
-                ahead.outcome = variant
-            together = metamorphic_finding(case, wanted[0][0], base, merged, variant, paths)
-            singles = wanted if together is not None else []  # each alone only to name the kind
-        for kind, mode in singles:
-            variant_case = dataclasses.replace(case, mode=mode)
-            variant = self.sandbox.run(variant_case, backend)
-            finding = metamorphic_finding(case, kind, base, variant_case, variant, paths)
-            if finding is not None:
-                return [finding], _changed(finding, case, base, variant)
-        if together is not None:
-            return [together], {}
-        for kind, mode in races_only:
-            variant_case = dataclasses.replace(case, mode=mode)
-            finding = metamorphic_finding(case, kind, base, variant_case, self.sandbox.run(variant_case, backend), paths)
+    def settle(self, rerun: Rerun | None) -> None:
+        """Take a started rerun's answer off its worker's pipe if nobody collected it."""
+        if rerun is not None and rerun.running is not None and rerun.running.pending is not None \
+                and rerun.running.outcome is None:
+            rerun.running.outcome = self.sandbox.collect(rerun.running)
+
+    def findings(self, rerun: Rerun, base: Outcome, expected: Sequence[np.ndarray],
+                 paths: Sequence[str]) -> tuple[list[Finding], dict[str, BlameInputs]]:
+        """The findings of the example's reruns, given its clean base run, and for a finding
+        of a knob's rerun alone what blame maps: the elements whose bits changed."""
+        case, backend = rerun.base, rerun.backend
+        wanted = [(kind, mode) for kind, mode in rerun.variants if base.reruns is None or kind in base.reruns]
+        races = rerun.races and (base.reruns is None or RACE in base.reruns)
+        kinds = [kind for kind, _ in backend.variants(case.mode)]
+        self.tally.count(backend.name, kinds, [kind for kind, _ in wanted] + [RACE] * races, base.skipped)
+        self.tally.last[backend.name] = frozenset([kind for kind, _ in wanted] + [RACE] * races)
+        grown = rerun.grown if rerun.grown is not None and self.shapes.applies(case, rerun.grown, expected) else None
+        if not wanted and not races and grown is None:
+            return [], {}
+        own = rerun if rerun.grown is None else _on_own_inputs(rerun)
+        if grown is None:
+            return self._knobs(own, base, paths, wanted, races)
+        variant = self._outcome(rerun)
+        outputs = self.shapes.cut(case, grown, base, variant) if variant.error is None else None
+        differs = outputs is not None and base.outputs is not None and bool(bitwise_differences(paths, base.outputs,
+                                                                                                 outputs))
+        if outputs is not None and not differs and not variant.races:
+            return [], {}
+        if variant.error is not None or differs:  # the grown inputs alone, to name what changed the outputs
+            quiet = {**case.mode, "detect_races": False} if "detect_races" in case.mode else dict(case.mode)
+            alone = self.sandbox.run(dataclasses.replace(case, inputs=grown.inputs, mode=quiet), backend)
+            cut = self.shapes.cut(case, grown, base, alone)
+            finding = self.shapes.finding(case, grown, base, cut, list(paths)) if cut is not None else None
             if finding is not None:
                 return [finding], {}
-        return [], {}
+        found, blame = self._knobs(own, base, paths, wanted, races) if wanted or races else ([], {})
+        if found or not differs or variant.error is not None:
+            return found, blame
+        kind = wanted[0][0] if wanted else "shape_invariance"  # only the changes together show it
+        return [case_finding(case, kind, f"outputs change when the inputs grow along the tiled axis and "
+                             f"{knob_changes(case.mode, rerun.case.mode)}, though neither alone changes them:\n"
+                             + "\n".join(bitwise_differences(paths, base.outputs or (), outputs or ())),
+                             variant_mode=dict(rerun.case.mode))], {}
+
+    def _knobs(self, rerun: Rerun, base: Outcome, paths: Sequence[str], wanted: list[tuple[str, dict[str, Any]]],
+               races: bool) -> tuple[list[Finding], dict[str, BlameInputs]]:
+        """The findings of the one rerun on the example's own inputs: a race it reports, and
+        when its outputs differ, each knob's rerun alone to name the kind."""
+        case, backend = rerun.base, rerun.backend
+        variant = self._outcome(rerun)
+        race = [_race_finding(case, rerun.case, variant)] if races and variant.races else []
+        together = metamorphic_finding(case, wanted[0][0], base, rerun.case, variant, paths) if wanted else None
+        if together is None:
+            return race, {}
+        for kind, mode in wanted:  # each alone, to name the kind
+            single = dataclasses.replace(case, mode=mode)
+            alone = self.sandbox.run(single, backend)
+            finding = metamorphic_finding(case, kind, base, single, alone, paths)
+            if finding is not None:
+                return [finding, *race], _changed(finding, case, base, alone)
+        return [together, *race], {}
+
+    def _outcome(self, rerun: Rerun) -> Outcome:
+        """The one rerun's outcome: collected when it was started ahead, else run now."""
+        if rerun.running is not None:
+            if rerun.running.outcome is None:
+                rerun.running.outcome = self.sandbox.collect(rerun.running)
+            return rerun.running.outcome
+        return self.sandbox.run(rerun.case, rerun.backend)
+
+
+def _on_own_inputs(rerun: Rerun) -> Rerun:
+    """The one rerun without its grown inputs: the knobs on the example's own inputs."""
+    return dataclasses.replace(rerun, grown=None, running=None,
+                               case=dataclasses.replace(rerun.case, inputs=rerun.base.inputs))
+
+
+def _race_finding(case: Case, rerun: Case, variant: Outcome) -> Finding:
+    mode = rerun.mode
+    return case_finding(case, RACE, f"data race detected by a rerun with race detection on two cores "
+                        f"(num_cores_or_threads={mode.get('num_cores_or_threads')!r}, random_seed="
+                        f"{mode.get('random_seed')!r}):\n{variant.diagnostics}", variant_mode=dict(mode),
+                        log=variant.diagnostics)
 
 
 def _changed(finding: Finding, case: Case, base: Outcome, variant: Outcome) -> dict[str, BlameInputs]:
-    """What blame maps for a rerun's finding: the elements whose bits changed."""
+    """What blame maps for a knob rerun's finding: the elements whose bits changed."""
     if base.outputs is None or variant.outputs is None:
         return {}
     masks = tuple(~bitwise_equal(a, b) for a, b in zip(base.outputs, variant.outputs, strict=True))
     return {finding.kind: BlameInputs(inputs=case.inputs, masks=masks, errors=(None,) * len(masks))}
-
-
-def _races_only(mode: Mapping[str, Any]) -> bool:
-    """Whether a rerun's mode computes no float values (its outputs are placeholders)."""
-    return bool(mode.get("skip_floating_point_ops"))
 
 
 def _merged(mode: Mapping[str, Any], variants: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

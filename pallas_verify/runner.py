@@ -30,16 +30,12 @@ from pallas_verify.oracles.differential import judge_outcome
 from pallas_verify.oracles.divergence import Divergences
 from pallas_verify.oracles.shape_invariance import ShapeRerun
 from pallas_verify.reference import Expected, References
-from pallas_verify.reruns import Reruns
+from pallas_verify.reruns import Rerun, Reruns
 from pallas_verify.spec import KernelSpec
 from pallas_verify.tolerance import Comparison, element_errors
 from pallas_verify.tracer import BlameInputs, Tracer
 
 __all__ = ["Runner", "Unsupported", "Verdict"]
-
-
-#: Examples per (backend, transform) cell compiled under drawn compiler-param overrides.
-OVERRIDES_PER_CELL = 3
 
 
 #: Examples per (backend, transform) cell compiled under drawn compiler-param overrides.
@@ -81,14 +77,14 @@ class Runner:
                                seen=self._saw)
         self.references = References(self.spec, self.cache_size)
         self.tracer = Tracer(self.spec, self.sandbox, cache_size=self.cache_size)
-        self.reruns = Reruns(self.sandbox)
+        self.shapes = ShapeRerun(notes=self.references.notes)  # the shape_invariance reruns (oracles/shape_invariance.py)
+        self.reruns = Reruns(self.sandbox, self.shapes)
         self.upstream: dict[str, attribution.Upstream] = {}  # backend -> its first upstream limitation
         self.coverage: dict[tuple[str, str | None], Coverage] = {}  # (backend, transform) -> schedules run
         self.divergences = Divergences(self.cache_size)  # what each backend gave per example
         self._witnessed: Lru[str, bool] = Lru(maxsize=self.cache_size)  # example@backend -> judged clean there
         self.params_coverage: dict[tuple[str, str | None], ParamsCoverage] = {}  # ... -> compiler params drawn
         self._overridden: dict[tuple[str, str | None], int] = {}  # (backend, transform) -> examples with overrides
-        self.shapes = ShapeRerun(notes=self.references.notes)  # the shape_invariance reruns (oracles/shape_invariance.py)
 
     def __enter__(self) -> Runner:
         return self
@@ -135,14 +131,13 @@ class Runner:
         key = example_key(config, inputs) + (f"+{transform}" if transform else "")
         case = Case(spec=self.spec, config=config, inputs=inputs, backend=backend.name, mode=mode, transform=transform)
         running = self.sandbox.submit(case, backend)  # the worker runs the kernel while the reference is computed here
-        ahead = None if witness or not self.metamorphic else self.reruns.ahead(backend, case)  # and, on a spare core, its rerun
+        rerun = None if witness or not self.metamorphic else self.reruns.start(backend, case)  # and, on a spare core, its rerun
         try:
-            return self._judge(key, case, backend, running, ahead, witness=witness)
+            return self._judge(key, case, backend, running, rerun, witness=witness)
         finally:
-            if ahead is not None and ahead.pending is not None and ahead.outcome is None:
-                self.sandbox.collect(ahead)  # the worker answers every request: take its answer off the pipe
+            self.reruns.settle(rerun)  # the worker answers every request: take its answer off the pipe
 
-    def _judge(self, key: str, case: Case, backend: Backend, running: Running, ahead: Running | None, *,
+    def _judge(self, key: str, case: Case, backend: Backend, running: Running, rerun: Rerun | None, *,
                witness: bool) -> Verdict:
         config, inputs, transform = case.config, case.inputs, case.transform
         try:
@@ -165,10 +160,7 @@ class Runner:
         found, table = judge_outcome(judged, outcome, expected, paths, truth)
         if found or not outcome.ok:
             return Verdict(_with_schedule(found, outcome), _mismatched(found, judged, outcome, expected, table))
-        reruns = self.metamorphic and not witness
-        found, blame = self.reruns.findings(backend, case, outcome, paths, ahead) if reruns else ([], {})
-        if not found and reruns and getattr(backend, "reruns_shapes", False):
-            found = self.shapes.findings(case, outcome, expected, paths, lambda variant: self.run(variant, backend))
+        found, blame = self.reruns.findings(rerun, outcome, expected, paths) if rerun is not None else ([], {})
         if not found and backend.executes and transform is None:
             found = self.divergences.findings(key, case, outcome, paths, expected, truth)
         if not found and backend.executes and transforms.rule(transform).per_example:

@@ -8,7 +8,7 @@ to specific parts of a kernel only (``interpret_pallas_call.py``):
   copies, ``emit_pipeline``) complete; without one, nothing depends on it.
 - ``random_seed`` permutes, and ``num_cores_or_threads`` splits, the "parallel" grid
   dimensions only ("core_parallel" and "subcore_parallel" run as arbitrary): the grid-order
-  rerun, and the races-only rerun on two cores, need one of more than one step.
+  rerun, and race detection on two cores, need one of more than one step.
 - ``uninitialized_memory`` fills scratch buffers, ``run_scoped`` allocations, the padding
   of blocks that overhang their array, and output elements nothing writes. The last are
   seen by the base run itself (a NaN fill where the reference is finite is a mismatch),

@@ -124,9 +124,12 @@ class TpuInterpret:
     def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """Metamorphic reruns: (finding kind, mode) with the knob that kind is about changed.
 
-        A correct kernel gives bitwise-identical outputs under each. The reruns skip race
-        detection (the base run already did it) since it dominates their cost. Every TPU
-        interpret knob is applied at trace time, so each rerun retraces; jax's cache makes a
+        A correct kernel gives bitwise-identical outputs under each. The knob reruns skip
+        race detection (the base run already did it); the ``race`` rerun is race detection
+        on 2 cores in another grid order where the base run looked for no race between
+        cores, judged by its race reports alone. Every TPU interpret knob but race detection
+        is applied at trace time, so a rerun retraces and compiles: ``reruns`` runs them all
+        as one rerun (race detection then costs no compile of its own); jax's cache makes a
         repeated (config, mode) free.
         """
         quiet = {**mode, "detect_races": False}
@@ -139,16 +142,14 @@ class TpuInterpret:
             ("grid_order", {**quiet, "random_seed": seed, "num_cores_or_threads": cores}),
         ]
         if not (mode.get("detect_races") and mode.get("num_cores_or_threads", 1) > 1):
-            # The base run looked for no race between cores: a races-only rerun does, on 2
-            # cores in another grid order, with floating-point ops skipped (its outputs are
-            # not compared, only its race reports count; see oracles.metamorphic).
-            reruns.append(("race", {**mode, **RACES_ONLY, "random_seed": seed}))
+            # The base run looked for no race between cores: a rerun does, on 2 cores in
+            # another grid order.
+            reruns.append(("race", {**mode, **RACE_DETECTION, "random_seed": seed}))
         return reruns
 
 
-#: The mode of a races-only rerun (over the base mode): race detection on 2 cores, every
-#: floating-point op skipped (TPU interpret mode then computes no float values at all).
-RACES_ONLY: dict[str, Any] = {"detect_races": True, "num_cores_or_threads": 2, "skip_floating_point_ops": True}
+#: What the ``race`` rerun sets over the base mode: race detection on 2 cores.
+RACE_DETECTION: dict[str, Any] = {"detect_races": True, "num_cores_or_threads": 2}
 
 
 def _hbm_in_run_scoped(refused: Outcome, allowed: Outcome) -> Outcome:

@@ -31,12 +31,7 @@ def knob_changes(mode: Mapping[str, Any], variant: Mapping[str, Any]) -> str:
 def metamorphic_finding(
     case: Case, kind: str, base: Outcome, variant_case: Case, variant: Outcome, paths: Sequence[str]
 ) -> Finding | None:
-    """A finding of ``kind`` when the variant (knobs changed) does not reproduce ``base`` bitwise.
-
-    A races-only variant (``skip_floating_point_ops``: its outputs are placeholders) is
-    judged by its race reports alone: a ``race`` finding when it shows one."""
-    if variant_case.mode.get("skip_floating_point_ops"):
-        return _races_only(case, variant_case, variant)
+    """A finding of ``kind`` when the variant (knobs changed) does not reproduce ``base`` bitwise."""
     changes = knob_changes(case.mode, variant_case.mode)
     if variant.error is not None and base.error is None:
         return case_finding(case, kind, f"when {changes}, the kernel fails: {variant.error.summary()}",
@@ -49,12 +44,3 @@ def metamorphic_finding(
     return case_finding(case, kind, f"outputs change when {changes}:\n" + "\n".join(lines),
                         variant_mode=dict(variant_case.mode), outputs=lines)
 
-
-def _races_only(case: Case, variant_case: Case, variant: Outcome) -> Finding | None:
-    if not variant.races:
-        return None
-    mode = variant_case.mode
-    return case_finding(case, "race", f"data race detected by a races-only rerun (num_cores_or_threads="
-                        f"{mode.get('num_cores_or_threads')!r}, random_seed={mode.get('random_seed')!r}, "
-                        f"floating-point ops skipped):\n{variant.diagnostics}", variant_mode=dict(mode),
-                        log=variant.diagnostics)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -35,7 +35,7 @@ from pallas_verify.keys import config_key
 from pallas_verify.oracles.base import bitwise_differences, case_finding
 from pallas_verify.reference import reference_outputs
 
-__all__ = ["ShapeRerun", "grown", "sliced"]
+__all__ = ["Grown", "ShapeRerun", "grown", "sliced"]
 
 #: How many times longer the grown arrays are.
 FACTOR = 2
@@ -66,50 +66,81 @@ def sliced(outputs: Sequence[np.ndarray], like: Sequence[np.ndarray], dims: Sequ
     return tuple(cut)
 
 
+@dataclasses.dataclass(frozen=True)
+class Grown:
+    """An example's inputs grown for its shape_invariance rerun (``ShapeRerun.due``), and
+    the plan that says along which dimensions (and how to cut the outputs back)."""
+
+    inputs: tuple[np.ndarray, ...]
+    plan: Any  # _jax_compat.ShapePlan
+
+
 @dataclasses.dataclass
 class ShapeRerun:
     """The shape-invariance reruns of one runner: plans traced once per kernel config and
     input shapes, reruns once per config, shapes and backend; why a kernel has none is
-    added to ``notes`` (the kernel's report notes)."""
+    added to ``notes`` (the kernel's report notes).
+
+    The rerun itself rides in the example's one metamorphic rerun (``reruns``): ``due``
+    gives its grown inputs before the base run is judged, ``applies`` says whether the
+    spec allows it once the reference is known, and ``judge`` compares its outputs.
+    """
 
     notes: set[str]
     _plans: collections.OrderedDict[Any, Any] = dataclasses.field(default_factory=collections.OrderedDict)
     _done: set[Any] = dataclasses.field(default_factory=set)
 
-    def findings(self, case: Case, base: Outcome, expected: Sequence[np.ndarray], paths: list[str],
-                 run: Callable[[Case], Outcome]) -> list[Finding]:
-        """The ``shape_invariance`` finding of ``case`` (an interpreter's clean base run), or []."""
-        if case.transform is not None or "tpu" not in case.spec.platforms or base.outputs is None:
-            return []
+    def due(self, case: Case) -> Grown | None:
+        """The grown inputs of ``case``'s rerun when one is due (counted as done), else None."""
+        if case.transform is not None or "tpu" not in case.spec.platforms:
+            return None
         shapes = tuple((np.shape(x), str(np.asarray(x).dtype)) for x in case.inputs)
         key = (case.backend, config_key(case.config), shapes)
         if key in self._done:
-            return []
+            return None
         if sum(done[0] == case.backend for done in self._done) >= RERUNS_PER_BACKEND:
             self.notes.add(f"shape_invariance: checked on the first {RERUNS_PER_BACKEND} configs and input shapes "
                            "per backend (each rerun runs the kernel on inputs twice as long)")
-            return []
+            return None
         self._done.add(key)
         plan = self._plan(case, shapes)
         if isinstance(plan, str):
-            return self._skip(case, plan)
-        inputs = grown(case.inputs, plan.inputs)
+            self._skip(case, plan)
+            return None
+        return Grown(grown(case.inputs, plan.inputs), plan)
+
+    def applies(self, case: Case, rerun: Grown, expected: Sequence[np.ndarray]) -> bool:
+        """Whether the spec allows the rerun: the reference on the grown inputs, cut back,
+        gives the example's reference outputs (a note says why not)."""
         try:
-            wider, _ = reference_outputs(case.spec.reference, case.config, inputs)
+            wider, _ = reference_outputs(case.spec.reference, case.config, rerun.inputs)
         except Exception as exc:  # the spec's reference rejects grown inputs: the spec does not allow it
             return self._skip(case, f"the reference rejects inputs grown along the tiled axis ({type(exc).__name__})")
-        reference = sliced(wider, expected, plan.outputs)
+        reference = sliced(wider, expected, rerun.plan.outputs)
         if reference is None or not all(_close(a, b) for a, b in zip(reference, expected, strict=True)):
             return self._skip(case, "the reference's rows depend on the other rows along the tiled axis")
-        mode = {**case.mode, "detect_races": False} if "detect_races" in case.mode else dict(case.mode)
-        variant = run(dataclasses.replace(case, inputs=inputs, mode=mode))
-        outputs = sliced(variant.outputs, base.outputs, plan.outputs) if variant.outputs is not None else None
+        return True
+
+    def cut(self, case: Case, rerun: Grown, base: Outcome, variant: Outcome) -> tuple[np.ndarray, ...] | None:
+        """The rerun's outputs cut back to the example's rows, or None (a note says why:
+        the kernel rejects the grown inputs, or its outputs do not grow with them)."""
+        outputs = sliced(variant.outputs, base.outputs, rerun.plan.outputs) if (
+            variant.outputs is not None and base.outputs is not None) else None
         if variant.error is not None or outputs is None:
             why = variant.error.summary()[:200] if variant.error is not None else "its outputs do not grow with them"
-            return self._skip(case, f"the kernel does not take inputs grown along the tiled axis ({why})")
+            self._skip(case, f"the kernel does not take inputs grown along the tiled axis ({why})")
+            return None
+        return outputs
+
+    def finding(self, case: Case, rerun: Grown, base: Outcome, outputs: Sequence[np.ndarray],
+                paths: list[str]) -> Finding | None:
+        """The ``shape_invariance`` finding when the cut-back ``outputs`` differ from the
+        base run's in any bit."""
+        assert base.outputs is not None
         lines = bitwise_differences(paths, base.outputs, outputs)
         if not lines:
-            return []
+            return None
+        plan = rerun.plan
         claim = "its pallas_call claims shape_invariant_numerics=True (pltpu.CompilerParams' default)"
         message = (f"the same rows give different bits inside a larger array: with every input the pallas_call of "
                    f"{plan.call!r} tiles along grid axis {plan.grid_axis} grown {FACTOR} times along that dimension "
@@ -118,8 +149,8 @@ class ShapeRerun:
                    "same rows. Its numerics depend on the array's shape (a tile or an accumulation order chosen "
                    "from it, a scale from pl.num_programs); make them not, or declare "
                    "pltpu.CompilerParams(shape_invariant_numerics=False):\n" + "\n".join(lines))
-        return [case_finding(case, "shape_invariance", message, outputs=lines, grown_dims=list(plan.inputs),
-                             grid_axis=plan.grid_axis, grown_shapes=[list(np.shape(x)) for x in inputs])]
+        return case_finding(case, "shape_invariance", message, outputs=lines, grown_dims=list(plan.inputs),
+                            grid_axis=plan.grid_axis, grown_shapes=[list(np.shape(x)) for x in rerun.inputs])
 
     def _plan(self, case: Case, shapes: Any) -> Any:
         key = (case.spec.kernel, config_key(case.config), shapes)
@@ -129,9 +160,9 @@ class ShapeRerun:
                 self._plans.popitem(last=False)
         return self._plans[key]
 
-    def _skip(self, case: Case, reason: str) -> list[Finding]:
+    def _skip(self, case: Case, reason: str) -> bool:
         self.notes.add(f"{case.backend}: the shape_invariance rerun was left out ({reason})")
-        return []
+        return False
 
 
 def _traced_plan(case: Case) -> Any:

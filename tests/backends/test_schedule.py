@@ -8,7 +8,7 @@ import json
 import numpy as np
 from hypothesis import find
 
-from pallas_verify.backends.interpreters import RACES_ONLY, TpuInterpret
+from pallas_verify.backends.interpreters import RACE_DETECTION, TpuInterpret
 from pallas_verify.backends.schedule import Coverage, cores_named
 from pallas_verify.case import Case
 from pallas_verify.engine import verify
@@ -52,12 +52,11 @@ def test_a_run_records_its_grid_points_and_their_cores():
     assert {c for _, c in outcome.schedule} == {0, 1}
 
 
-def test_races_only_rerun_only_when_the_base_run_checked_no_race_between_cores():
+def test_race_rerun_only_when_the_base_run_checked_no_race_between_cores():
     backend = TpuInterpret()
     one_core = {"detect_races": True, "num_cores_or_threads": 1, "random_seed": 5}
     [(_kind, mode)] = [v for v in backend.variants(one_core) if v[0] == "race"]
-    assert mode == {**one_core, **RACES_ONLY, "random_seed": 6}
-    assert mode["skip_floating_point_ops"] is True
+    assert mode == {**one_core, **RACE_DETECTION, "random_seed": 6}
     two_cores = {**one_core, "num_cores_or_threads": 2}
     assert [v for v in backend.variants(two_cores) if v[0] == "race"] == []
 
@@ -69,18 +68,22 @@ class _RacesOnly(TpuInterpret):
         return [v for v in super().variants(mode) if v[0] == "race"]
 
 
-def test_races_only_rerun_finds_a_race_between_cores_the_base_run_could_not():
+def test_the_race_rerun_finds_a_race_between_cores_the_base_run_could_not():
     m, config, inputs = _example("acc_across_parallel")
     base = {"detect_races": True, "num_cores_or_threads": 1, "random_seed": 0, "dma_execution_mode": "on_wait",
             "uninitialized_memory": "nan", "out_of_bounds_reads": "raise"}
+    case = Case(spec=m.spec, config=config, inputs=inputs, backend="tpu_interpret", mode=base)
     with Runner(m.spec, isolate="never") as runner:
-        outcome = runner.run(Case(spec=m.spec, config=config, inputs=inputs, backend="tpu_interpret", mode=base))
+        outcome = runner.run(case)
         assert not outcome.races  # one core: no race shows
-        found, _ = runner.reruns.findings(_RacesOnly(), Case(spec=m.spec, config=config, inputs=inputs,
-                                                             backend="tpu_interpret", mode=base), outcome, ["out"])
+        expected = runner.expected(config, inputs, "example")
+        rerun = runner.reruns.start(_RacesOnly(), case)
+        assert rerun is not None and rerun.variants == [] and rerun.races
+        found, _ = runner.reruns.findings(rerun, outcome, expected.outputs, ["out"])
     assert [f.kind for f in found] == ["race"]
-    assert "races-only rerun" in found[0].message and "RACE DETECTED" in found[0].message
-    assert found[0].evidence["variant_mode"]["skip_floating_point_ops"] is True
+    assert "race detection on two cores" in found[0].message and "RACE DETECTED" in found[0].message
+    assert found[0].evidence["variant_mode"]["detect_races"] is True
+    assert found[0].evidence["variant_mode"]["num_cores_or_threads"] == 2
 
 
 def test_the_json_report_carries_the_coverage_figure(tmp_path):

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 from hypothesis import find
 
 from pallas_verify.backends import registry
+from pallas_verify.backends.interpreters import TpuInterpret
 from pallas_verify.runner import Runner
 from reference_kernels.mutants import mutants
 
@@ -61,3 +63,47 @@ def test_no_left_out_check_is_counted_on_more_examples_than_ran(tmp_path):
     counts = [tuple(map(int, m.groups())) for n in notes for m in [re.search(r"skipped on (\d+) of (\d+) examples", n)] if m]
     assert any("race detection" in n for n in notes), notes
     assert counts and all(skipped <= examples for skipped, examples in counts), notes
+
+
+class _Counting(TpuInterpret):
+    """TPU interpret mode that counts the runs it is asked for (and their modes)."""
+
+    def __init__(self):
+        super().__init__()
+        object.__setattr__(self, "ran", [])
+
+    def run(self, case):
+        self.ran.append((dict(case.mode), tuple(np.shape(x) for x in case.inputs)))
+        return super().run(case)
+
+
+def test_a_clean_example_costs_one_rerun_that_carries_every_change_due():
+    """Every knob, race detection on two cores and the grown inputs of the shape_invariance
+    rerun ride in one rerun: two runs (two compiles) per clean example, not five."""
+    from reference_kernels.reductions import ROW_SUM as twin
+
+    config = find(twin.configs, lambda c: any(s == "parallel" and n > 1  # grid_order and race apply
+                                              for s, n in zip(c["dimension_semantics"], c["grid"], strict=True)))
+    inputs = tuple(find(twin.inputs(config), lambda _: True))
+    backend = _Counting()
+    base = {**HIDING, "detect_races": True, "uninitialized_memory": "nan", "dma_execution_mode": "on_wait"}
+    with Runner(twin, isolate="never") as runner:
+        assert runner.check(config, inputs, backend, base) == []
+    assert len(backend.ran) == 2, backend.ran
+    (_, shapes), (rerun, grown) = backend.ran
+    assert rerun["detect_races"] and rerun["num_cores_or_threads"] == 2 and rerun["random_seed"] == 1
+    assert rerun["uninitialized_memory"] == "zero" and rerun["dma_execution_mode"] == "eager"
+    assert grown != shapes  # the shape_invariance rerun rode along
+
+
+def test_a_change_the_one_rerun_shows_is_named_by_running_it_alone():
+    """The one rerun differs: the grown inputs alone, then each knob alone, name the kind."""
+    m = MUTANTS["unmasked_ragged_reduction"]
+    config = find(m.spec.configs, lambda _: True)
+    inputs = tuple(find(m.spec.inputs(config), lambda _: True))
+    backend = _Counting()
+    with Runner(m.spec, isolate="never") as runner:
+        found = runner.check(config, inputs, backend, {**HIDING, "uninitialized_memory": "zero",
+                                                        "dma_execution_mode": "on_wait"})
+    assert [f.kind for f in found] == ["uninitialized_read"]
+    assert "uninitialized_memory changes from 'zero' to 'nan'" in found[0].message
