@@ -1,5 +1,8 @@
-"""The races-only rerun: race detection with ``skip_floating_point_ops`` against the same
-run computing its floats.
+"""Race detection with ``skip_floating_point_ops`` against the same run computing its floats:
+what a races-only rerun would save. pallas-verify does not run one: race detection is a
+run-time knob of TPU interpret mode, so it rides in the example's one rerun (``reruns``)
+at no compile of its own, where a races-only rerun would cost a compile (a cold ratio
+near 1 here means exactly that).
 
 For each case a kernel runs under race detection, through pallas-verify's own backends
 (TPU interpret mode on 2 cores, or GPU interpret mode at 2 SMs), with and without
