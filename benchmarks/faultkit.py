@@ -201,7 +201,7 @@ def children_of(pid: int) -> list[int]:
 
 
 def spawned_children() -> list[int]:
-    """Worker processes (multiprocessing spawn) this process started."""
+    """Unit worker processes (``pallas_verify._worker units``) this process started."""
     me, found = os.getpid(), []
     for entry in (e for e in os.listdir("/proc") if e.isdigit()):
         try:
@@ -209,6 +209,6 @@ def spawned_children() -> list[int]:
             cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
         except OSError:
             continue
-        if int(stat[1]) == me and b"spawn_main" in cmd:
+        if int(stat[1]) == me and b"pallas_verify._worker\0units" in cmd:
             found.append(int(entry))
     return found

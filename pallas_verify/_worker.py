@@ -1,40 +1,41 @@
-"""Entry point of a worker process: ``python -m pallas_verify._worker READ_FD WRITE_FD``."""
+"""Entry point of a worker process (``execution.process.Child``):
+``python -m pallas_verify._worker ROLE READ_FD WRITE_FD``, ROLE ``cases`` (cases, imports and
+traces, for ``execution.isolation.Worker``) or ``units`` (units of work, for the local
+executor: ``execution.local.serve``)."""
 
 from __future__ import annotations
 
 import sys
 import traceback
-from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
 
 from pallas_verify.case import Case, ErrorInfo, Outcome
 
+if TYPE_CHECKING:
+    from pallas_verify.execution.process import Channel
 
-def _serve(read_fd: int, write_fd: int) -> None:
-    from pallas_verify.execution.lifeline import follow_parent
 
-    follow_parent()  # a worker whose parent died (killed, cancelled) is not left running
+def _serve(parent: Channel) -> None:
     from pallas_verify.backends import registry
     from pallas_verify.loader import import_answer, load_spec
 
-    inbox = Connection(read_fd, writable=False)
-    outbox = Connection(write_fd, readable=False)
     specs: dict[str, object] = {}
     while True:
         try:
-            request = inbox.recv()
-        except EOFError:
+            request = parent.recv()
+        except (EOFError, OSError):
             return
         missing = [p for p in request.get("sys_path", []) if p not in sys.path]
         sys.path[:0] = missing
         if request.get("task") == "import":  # a spec file imported here first (execution.imports)
-            outbox.send(import_answer(request["ref"]))
+            parent.send(import_answer(request["ref"]))
             continue
         try:
             spec = specs.get(request["spec"]) or specs.setdefault(request["spec"], load_spec(request["spec"]))
             if "task" in request:  # tracing for the static check or blame (pallas_verify.tracer)
                 from pallas_verify.grid.tasks import serve
 
-                outbox.send(serve(spec, request))
+                parent.send(serve(spec, request))
                 continue
             case = Case(
                 spec=spec,
@@ -48,7 +49,7 @@ def _serve(read_fd: int, write_fd: int) -> None:
         except Exception as exc:  # a failure to load or run: report it, keep serving
             outcome = Outcome(error=ErrorInfo(type=type(exc).__name__, message=str(exc), traceback=traceback.format_exc()),
                               compiled_only=_compiles_only(request.get("backend")))
-        outbox.send(outcome)
+        parent.send(outcome)
 
 
 def _compiles_only(backend: str | None) -> bool:
@@ -62,9 +63,14 @@ def _compiles_only(backend: str | None) -> bool:
 
 
 if __name__ == "__main__":
-    import signal
+    from pallas_verify.execution.process import connect_parent
 
-    # A Ctrl-C on the terminal reaches the whole process group: the parent decides what
-    # stops (it keeps what finished, then closes its workers), not each worker on its own.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _serve(int(sys.argv[1]), int(sys.argv[2]))
+    # It follows its parent (a worker whose parent died is not left running) and ignores
+    # a terminal's Ctrl-C: the parent decides what stops.
+    role, channel = connect_parent(sys.argv[1:])
+    if role == "units":
+        from pallas_verify.execution.local import serve
+
+        serve(channel)
+    else:
+        _serve(channel)

@@ -39,7 +39,7 @@ from pallas_verify.campaigns.budget import parse_budget
 from pallas_verify.campaigns.fuzzdb import FailureDatabase, signature
 from pallas_verify.campaigns.output import CampaignOutput
 from pallas_verify.campaigns.plan import Cell, FuzzOptions, plan
-from pallas_verify.campaigns.replay import Replays
+from pallas_verify.campaigns.replay import ReplayEnd, Replays
 from pallas_verify.campaigns.units import (
     Arrival,
     Found,
@@ -161,6 +161,26 @@ class _Run:
             self._retire(cell, f"its units were lost {self.losses[cell]} times in a row ({lost.cause}): "
                                f"{lost.message.splitlines()[0]}")
 
+    def replayed(self, arrival: Arrival, end: ReplayEnd | None) -> None:
+        """Fold one replay's end into the run (``Replays.absorb`` says what it means)."""
+        if end is None:
+            return
+        self.finished += 1
+        if end.lost is not None:  # it counts for nothing against its entry
+            lost = end.lost
+            self.lost.append({"unit": arrival.work.tag, "cause": lost.cause, "message": lost.message,
+                              "attempts": lost.attempts, "node": arrival.node})
+            self.progress.note(f"lost unit: {arrival.work.tag} ({lost.cause}): {lost.message.splitlines()[0][:160]}")
+        if end.note is not None:
+            self.note(end.note)
+        if end.said is not None:
+            self.progress.note(end.said)
+        if end.reproduces is not None:
+            found = end.reproduces
+            self.keep(found, replayed=True)
+            self._cell_result(Cell(ref="", kernel=found.kernel, backend=found.backend), BackendResult(
+                kernel=found.kernel, backend=found.backend, status="fail", reason=found.kind, node=arrival.node))
+
     def _retire(self, cell: Cell, why: str, result: BackendResult | None = None) -> None:
         self.retired[cell] = why
         if result is not None:
@@ -270,7 +290,9 @@ def fuzz(options: FuzzOptions, *, stream: TextIO | None = None) -> Report:
             run = _Run(options=options, base=report, cells=cells, progress=Progress(stream, options.budget_s),
                        db=FailureDatabase(options.out_dir / "db"), seed=seed)
             units = Units(executor, options.out_dir / "tmp")
-            replays = Replays(run, units)
+            replays = Replays(run.db, options.timeout_s)
+            for note in replays.notes:
+                run.note(note)
             stream.write(f"pallas-verify fuzz: seed={seed}, {len(cells)} cells, executor {options.executor} with "
                          f"{executor.slots()} slots, budget {options.budget_s:.0f} s, "
                          f"{len(replays.queue)} known findings to replay\n")
@@ -322,7 +344,7 @@ def _loop(run: _Run, units: Units, replays: Replays, out: CampaignOutput, starte
             arrived = units.poll(0.5)
             for arrival in arrived:  # kept even when a stop arrived meanwhile
                 if arrival.work.kind == "replay":
-                    replays.absorb(arrival)
+                    run.replayed(arrival, replays.absorb(arrival))
                 else:
                     run.absorb(arrival)
             if arrived:
@@ -339,7 +361,7 @@ def _assign(run: _Run, units: Units, replays: Replays, cells: Iterator[Cell], he
             remaining: float) -> None:
     """Submit units while the executor has room: replays of the failure database take
     turns with the cells; a cell whose chip is busy waits its turn."""
-    replays.submit_one()
+    _replay(units, replays)
     for cell in list(held):
         if not run.more_slices():
             break
@@ -357,8 +379,16 @@ def _assign(run: _Run, units: Units, replays: Replays, cells: Iterator[Cell], he
         if units.accepts(cell.hardware):
             units.submit(run.slice_unit(cell, remaining))
             replays.turn = True
-            replays.submit_one()
+            _replay(units, replays)
         elif cell not in held:
             held.append(cell)
-    while replays.submit_one(force=True):  # room no cell could take
+    while _replay(units, replays, force=True):  # room no cell could take
         pass
+
+
+def _replay(units: Units, replays: Replays, *, force: bool = False) -> bool:
+    """Submit the next replay if it is its turn (or ``force``) and there is room."""
+    work = replays.next(force=force) if units.free() > 0 else None
+    if work is not None:
+        units.submit(work)
+    return work is not None

@@ -31,15 +31,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pallas_verify.campaigns.plan import Cell
-from pallas_verify.campaigns.units import Arrival, Found, Lost, Replayed, Units
+from pallas_verify.campaigns.fuzzdb import FailureDatabase
+from pallas_verify.campaigns.units import Arrival, Found, Lost, Replayed
 from pallas_verify.errors import InvalidArgument, PallasVerifyError
 from pallas_verify.execution import Work
 from pallas_verify.exits import EXIT_CANNOT_RUN, EXIT_FIXED, EXIT_REPRODUCES
 from pallas_verify.findings import Finding
-from pallas_verify.reports.report import BackendResult, Report
+from pallas_verify.reports.report import Report
 
-__all__ = ["REPLAY_VERDICTS", "CannotRun", "Replays", "replay_report", "replay_script", "replay_unit", "reproduce"]
+__all__ = ["REPLAY_VERDICTS", "CannotRun", "ReplayEnd", "Replays", "replay_report", "replay_script", "replay_unit", "reproduce"]
 
 # A reproducer's exit status -> what a replay says of its finding (anything else: cannot run).
 REPLAY_VERDICTS = {EXIT_REPRODUCES: "still reproduces", EXIT_FIXED: "fixed", EXIT_CANNOT_RUN: "cannot run"}
@@ -200,68 +200,74 @@ def replay_unit(work: Work) -> dict[str, Any]:
         return {"verdict": REPLAY_VERDICTS.get(replay_script(Path(tmp) / work.params["script"]), "cannot run")}
 
 
-class Replays:
-    """The replay units of ``run``'s failure database, submitted through ``units``."""
+@dataclasses.dataclass(frozen=True)
+class ReplayEnd:
+    """What one replay's end means for the fuzz run (which applies it).
 
-    def __init__(self, run: Any, units: Units) -> None:
-        self.run, self.units = run, units
+    Attributes:
+      lost: the infrastructure lost the replay (it counts for nothing against its entry).
+      note: a line for the report's run section (an entry retired to quarantine).
+      said: a progress line only (fixed, or could not run this night).
+      reproduces: the entry's finding, which still reproduces: reported tonight again.
+    """
+
+    lost: Lost | None = None
+    note: str | None = None
+    said: str | None = None
+    reproduces: Finding | None = None
+
+
+class Replays:
+    """The replay units of a fuzz run's failure database ``db``: the fuzz run submits each
+    when ``next`` hands it over and applies what its end means (``absorb``)."""
+
+    def __init__(self, db: FailureDatabase, timeout_s: float) -> None:
+        self.db = db
         self.entry_of: dict[int, Path] = {}
         self.queue: list[Work] = []
+        self.notes: list[str] = []  # entries that could not be read, moved aside
         self.turn = True  # a replay goes next (else a cell)
-        for entry in run.db.entries():
-            finding, why = run.db.read(entry)
+        for entry in db.entries():
+            finding, why = db.read(entry)
             if finding is None:
-                note = run.db.quarantine(entry, f"cannot be read: {why}")
-                run.note(f"failure database: moved {entry.name} aside to {note.parent} (cannot be read: {why})")
+                note = db.quarantine(entry, f"cannot be read: {why}")
+                self.notes.append(f"failure database: moved {entry.name} aside to {note.parent} (cannot be read: {why})")
                 continue
             files = {p.name: p.read_bytes() for p in (entry.with_suffix(".py"), entry.with_suffix(".npz"))
                      if p.is_file()}
             work = Work(entry="pallas_verify.campaigns.replay:replay_unit", kind="replay", tag=f"replay of {entry.name}",
-                        limit_s=run.options.timeout_s + 120.0, params={"script": entry.with_suffix(".py").name,
-                                                                      "files": files})
+                        limit_s=timeout_s + 120.0, params={"script": entry.with_suffix(".py").name, "files": files})
             self.entry_of[work.uid] = entry
             self.queue.append(work)
 
-    def submit_one(self, *, force: bool = False) -> bool:
-        """Submit the next replay if it is its turn (or ``force``) and there is room."""
-        if not self.queue or self.units.free() <= 0 or not (self.turn or force):
-            return False
-        self.units.submit(self.queue.pop(0))
+    def next(self, *, force: bool = False) -> Work | None:
+        """The next replay to submit, if it is its turn (or ``force``); the caller has room for it."""
+        if not self.queue or not (self.turn or force):
+            return None
         self.turn = False
-        return True
+        return self.queue.pop(0)
 
-    def absorb(self, arrival: Arrival) -> None:
-        """One replay's end."""
+    def absorb(self, arrival: Arrival) -> ReplayEnd | None:
+        """What one replay's end means; None for what is not a replay's end."""
         if isinstance(arrival.result, Found):  # replays send nothing while they run
-            return
-        entry, result, run = self.entry_of.pop(arrival.work.uid, None), arrival.result, self.run
+            return None
+        entry, result, db = self.entry_of.pop(arrival.work.uid, None), arrival.result, self.db
         if entry is None:
-            return
-        run.finished += 1
+            return None
         if isinstance(result, Lost):
-            run.lost.append({"unit": arrival.work.tag, "cause": result.cause, "message": result.message,
-                             "attempts": result.attempts, "node": arrival.node})
-            run.progress.note(f"lost unit: {arrival.work.tag} ({result.cause}): {result.message.splitlines()[0][:160]}")
-            return
+            return ReplayEnd(lost=result)
         verdict = result.verdict if isinstance(result, Replayed) else "cannot run"
         why = getattr(result, "reason", None) or "its case cannot run here (see the reproducer's output)"
         if verdict == "cannot run":
-            line = run.db.could_not_run(entry, why)
-            if line is not None:
-                run.note(line)
-            else:
-                run.progress.note(f"replay of {entry.name} could not run: {why}")
-            return
-        finding, unreadable = run.db.read(entry)
+            line = db.could_not_run(entry, why)
+            return ReplayEnd(note=line) if line is not None else ReplayEnd(said=f"replay of {entry.name} could not run: {why}")
+        finding, unreadable = db.read(entry)
         if finding is None:
-            run.db.quarantine(entry, f"cannot be read: {unreadable}")
-            return
+            db.quarantine(entry, f"cannot be read: {unreadable}")
+            return ReplayEnd()
         if verdict == "still reproduces":
-            run.db.ran(entry)
-            evidence = {**finding.evidence, "replayed_from": str(entry)}
-            run.keep(dataclasses.replace(finding, evidence=evidence), replayed=True)
-            run._cell_result(Cell(ref="", kernel=finding.kernel, backend=finding.backend), BackendResult(
-                kernel=finding.kernel, backend=finding.backend, status="fail", reason=finding.kind, node=arrival.node))
-        else:
-            run.db.drop(entry)
-            run.progress.note(f"fixed: {finding.kind} in {finding.kernel} on {finding.backend} no longer reproduces")
+            db.ran(entry)
+            return ReplayEnd(reproduces=dataclasses.replace(finding, evidence={**finding.evidence,
+                                                                                "replayed_from": str(entry)}))
+        db.drop(entry)
+        return ReplayEnd(said=f"fixed: {finding.kind} in {finding.kernel} on {finding.backend} no longer reproduces")

@@ -3,8 +3,9 @@
 ``EXECUTORS`` is the table of executors (the CLI's ``--executor`` choices); ``make``
 builds one. ``local`` is a pool of worker processes on this host, ``ray`` runs each unit
 as a task on a Ray cluster. Cases run in worker processes of their own (``isolation``);
-spec files are imported in one first (``imports``); no process a unit started outlives it
-(``lifeline``). What a unit's end means is the campaign's business (``campaigns.units``).
+spec files are imported in one first (``imports``). The local executor's workers and the
+case workers are one kind of child process (``process``); no process a unit started
+outlives it (``lifeline``). What a unit's end means is the campaign's business (``campaigns.units``).
 """
 
 from __future__ import annotations

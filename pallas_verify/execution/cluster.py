@@ -22,8 +22,9 @@ from typing import Any
 
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution.base import Done, Executor, Failure, Update, Work, host, run_entry
-from pallas_verify.execution.isolation import PARALLEL_RUNS_ENV, import_path
+from pallas_verify.execution.isolation import PARALLEL_RUNS_ENV
 from pallas_verify.execution.placement import RayRequest, ray_request
+from pallas_verify.execution.process import import_path
 
 __all__ = ["RayExecutor"]
 

@@ -1,9 +1,11 @@
 """No orphans: a unit's processes die with it.
 
-A unit's worker process (a slot of the local executor) leads a process group of its own,
-and the case workers it starts (``pallas_verify._worker``) join it; stopping the unit
-kills the whole group (``kill_group``), so a cancelled or timed-out unit leaves nothing
-behind. Every such process also follows its parent (``follow_parent``): once its parent is
+A unit's worker process (a slot of the local executor) leads a process group of its own
+from birth (``process.Child``), and the case workers it starts (``pallas_verify._worker``)
+join it; stopping the unit kills its whole tree (``kill_tree``: that group, and any
+descendant that moved to a group of its own), so a cancelled or timed-out unit leaves
+nothing behind; the group is still reached after its leader was SIGKILLed by someone
+else. Every such process also follows its parent (``follow_parent``): once its parent is
 gone, whatever killed it (SIGKILL, a Ray force-cancel, the out-of-memory killer), it exits
 within a second instead of holding memory as an orphan. Starting its own group also keeps
 a terminal's Ctrl-C, meant for the driver, away from the unit's processes.
@@ -16,25 +18,64 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
-__all__ = ["follow_parent", "kill_group", "lead_group"]
+__all__ = ["descendants", "follow_parent", "kill_group", "kill_tree"]
 
 _WATCH_S = 0.5
 
 
-def lead_group() -> None:
-    """Make this process the leader of a new process group (its children join it)."""
-    with contextlib.suppress(OSError):
-        os.setpgid(0, 0)
+def kill_tree(pid: int, *, leads_group: bool) -> None:
+    """SIGKILL ``pid``, every process below it, and the process groups they lead.
+
+    ``leads_group``: ``pid`` leads a process group (its members outlive a leader that
+    already died, so they are still reached). Our own process group is never signalled
+    as a whole (a child that joined it is killed by its pid).
+    """
+    below = descendants(pid)  # before the kill: the children of a dead process move to init
+    groups = {pid} if leads_group else set()
+    for member in below:
+        with contextlib.suppress(OSError):
+            groups.add(os.getpgid(member))
+    for group in groups:
+        kill_group(group)
+    for member in (pid, *below):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(member, signal.SIGKILL)
 
 
-def kill_group(pid: int) -> None:
-    """SIGKILL the process group ``pid`` leads, and ``pid`` itself (it may not lead one
-    yet). Its members outlive a leader that already died, so this still reaches them."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signal.SIGKILL)
+def kill_group(pgid: int) -> None:
+    """SIGKILL the process group ``pgid`` (never our own)."""
+    if pgid != os.getpgrp():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def descendants(pid: int) -> list[int]:
+    """The live processes below ``pid`` (children first), read from /proc; [] without it."""
+    found, queue = [], [pid]
+    while queue:
+        kids = _children(queue.pop(0))
+        found += kids
+        queue += kids
+    return found
+
+
+def _children(pid: int) -> list[int]:
+    tasks = Path(f"/proc/{pid}/task")
+    try:
+        return [int(k) for task in tasks.iterdir() for k in (task / "children").read_text().split()]
+    except OSError:  # gone, no /proc, or a kernel without the children files: scan every process
+        return _children_by_scan(pid) if Path("/proc/self/stat").exists() and tasks.exists() else []
+
+
+def _children_by_scan(pid: int) -> list[int]:
+    found = []
+    for entry in (e for e in os.listdir("/proc") if e.isdigit()):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
 
 
 def follow_parent() -> None:

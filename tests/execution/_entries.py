@@ -39,7 +39,7 @@ def spawn_and_hang(work: Any) -> dict[str, Any]:
 
     worker = Worker()
     worker.submit({"task": "import", "ref": "reference_kernels.mutants.grid:block_copy_spec"})
-    assert worker._proc is not None
-    emit({"worker": worker._proc.pid})
+    assert worker.pid is not None
+    emit({"worker": worker.pid})
     time.sleep(3600)
     return {}

@@ -87,3 +87,30 @@ def test_cancel_stops_running_units_with_every_process_they_started():
         assert not _alive(slot) and not _alive(worker)  # the case worker went with its unit
         executor.submit(_unit("echo", value=3))
         assert _drain(executor, 1)[0].value["echo"] == 3
+
+
+DRIVER = """
+import sys
+sys.path.insert(0, {entries!r})
+from pallas_verify import execution
+from pallas_verify.execution import Done, Work
+
+print("driver ran", flush=True)
+with execution.make("local", workers=1) as executor:
+    executor.submit(Work(entry="_entries:echo", kind="test", params={{"value": 7}}))
+    done = []
+    while not done:
+        done = [d for d in executor.poll(5.0) if isinstance(d, Done)]
+print("echo", done[0].value["echo"], done[0].failure, flush=True)
+"""
+
+
+def test_a_driver_script_without_a_main_guard_is_not_run_again_in_its_workers(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER.format(entries=str(Path(__file__).parent)))
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert run.stdout.splitlines() == ["driver ran", "echo 7 None"], run.stderr[-2000:]

@@ -193,7 +193,7 @@ def test_a_unit_ending_in_the_poll_where_a_stop_arrives_is_kept(tmp_path):
                     cells=cells, progress=Progress(io.StringIO(), 60), db=FailureDatabase(tmp_path / "db"), seed=1)
     units = Units(executor, tmp_path / "tmp")
     with CampaignOutput(tmp_path, command="fuzz") as out:
-        cancelled = fuzz._loop(run, units, Replays(run, units), out, time.monotonic(), stop)
+        cancelled = fuzz._loop(run, units, Replays(run.db, 60.0), out, time.monotonic(), stop)
     report = run.assemble(1.0, final=True, units=units, running=cancelled)
     assert run.stop == "SIGTERM" and report.interrupted
     assert sorted(f.kernel for f in report.findings) == ["a", "b"]  # both ended in the poll the stop came in
