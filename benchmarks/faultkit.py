@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pallas_verify.execution.lifeline import children as children_of
+
 __all__ = ["TAG_ENV", "RedisServer", "Tagged", "Unavailable", "children_of", "command", "fill", "run_cli",
            "small_folder", "spawned_children", "start_cli", "wait_for"]
 
@@ -189,26 +191,6 @@ def command(pid: int) -> bytes:
         return b""
 
 
-def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in (e for e in os.listdir("/proc") if e.isdigit()):
-        try:
-            if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry))
-        except OSError:
-            continue
-    return found
-
-
 def spawned_children() -> list[int]:
     """Unit worker processes (``pallas_verify._worker units``) this process started."""
-    me, found = os.getpid(), []
-    for entry in (e for e in os.listdir("/proc") if e.isdigit()):
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat[1]) == me and b"pallas_verify._worker\0units" in cmd:
-            found.append(int(entry))
-    return found
+    return [pid for pid in children_of(os.getpid()) if b"pallas_verify._worker\0units" in command(pid)]

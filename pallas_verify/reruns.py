@@ -120,9 +120,8 @@ class Reruns:
 
     def settle(self, rerun: Rerun | None) -> None:
         """Take a started rerun's answer off its worker's pipe if nobody collected it."""
-        if rerun is not None and rerun.running is not None and rerun.running.pending is not None \
-                and rerun.running.outcome is None:
-            rerun.running.outcome = self.sandbox.collect(rerun.running)
+        if rerun is not None and rerun.running is not None:
+            self.sandbox.collect(rerun.running)
 
     def findings(self, rerun: Rerun, base: Outcome, expected: Sequence[np.ndarray],
                  paths: Sequence[str]) -> tuple[list[Finding], dict[str, BlameInputs]]:
@@ -131,7 +130,7 @@ class Reruns:
         case, backend = rerun.base, rerun.backend
         wanted = [(kind, mode) for kind, mode in rerun.variants if base.reruns is None or kind in base.reruns]
         races = rerun.races and (base.reruns is None or RACE in base.reruns)
-        kinds = [kind for kind, _ in backend.variants(case.mode)]
+        kinds = [kind for kind, _ in rerun.variants] + [RACE] * rerun.races  # every rerun the backend has for it
         self.tally.count(backend.name, kinds, [kind for kind, _ in wanted] + [RACE] * races, base.skipped)
         self.tally.last[backend.name] = frozenset([kind for kind, _ in wanted] + [RACE] * races)
         grown = rerun.grown if rerun.grown is not None and self.shapes.applies(case, rerun.grown, expected) else None
@@ -183,9 +182,7 @@ class Reruns:
     def _outcome(self, rerun: Rerun) -> Outcome:
         """The one rerun's outcome: collected when it was started ahead, else run now."""
         if rerun.running is not None:
-            if rerun.running.outcome is None:
-                rerun.running.outcome = self.sandbox.collect(rerun.running)
-            return rerun.running.outcome
+            return self.sandbox.collect(rerun.running)
         return self.sandbox.run(rerun.case, rerun.backend)
 
 

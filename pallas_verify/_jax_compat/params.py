@@ -79,7 +79,9 @@ def tpu_vmem_bytes(device_kind: str) -> int:
 
     version = tpu_info.chip_version_from_device_kind(device_kind)
     if version is None:
-        raise ValueError(f"device_kind={device_kind!r} is not a TPU jax knows.")
+        raise ValueError(f"device_kind={device_kind!r} is not a TPU chip this jax knows (pltpu.get_tpu_info has no "
+                         "entry for it): correct the chip's device_kind in backends/families.py TPU_CHIPS, or "
+                         "use a jax whose chip table has it.")
     return tpu_info.get_tpu_info_for_chip(version, 1).vmem_capacity_bytes
 
 

@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["descendants", "follow_parent", "kill_group", "kill_tree"]
+__all__ = ["children", "descendants", "follow_parent", "kill_group", "kill_tree"]
 
 _WATCH_S = 0.5
 
@@ -55,13 +55,14 @@ def descendants(pid: int) -> list[int]:
     """The live processes below ``pid`` (children first), read from /proc; [] without it."""
     found, queue = [], [pid]
     while queue:
-        kids = _children(queue.pop(0))
+        kids = children(queue.pop(0))
         found += kids
         queue += kids
     return found
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int) -> list[int]:
+    """The live child processes of ``pid``, read from /proc; [] without it."""
     tasks = Path(f"/proc/{pid}/task")
     try:
         return [int(k) for task in tasks.iterdir() for k in (task / "children").read_text().split()]

@@ -90,15 +90,14 @@ class Sandbox:
         return Running(case, backend, worker, worker.submit_case(self.spec_ref, case))
 
     def collect(self, running: Running) -> Outcome:
-        """The Outcome of a submitted case."""
-        outcome = self._collect(running)
-        if self._seen is not None:
-            self._seen(running.case, outcome)
-        return outcome
+        """The Outcome of a submitted case, collected once (a second call returns it again)."""
+        if running.outcome is None:
+            running.outcome = self._collect(running)
+            if self._seen is not None:
+                self._seen(running.case, running.outcome)
+        return running.outcome
 
     def _collect(self, running: Running) -> Outcome:
-        if running.outcome is not None:
-            return running.outcome
         if running.worker is None or running.pending is None:
             return running.backend.run(running.case)
         outcome = running.worker.collect(running.pending, timeout_s=self.timeout_s,
