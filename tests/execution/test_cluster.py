@@ -213,12 +213,16 @@ def _task_workers(cluster) -> list[int]:
     found = []
     for raylet in raylets:
         for pid in children_of(raylet):
-            try:
-                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::_task"):
-                    found.append(pid)
-            except OSError:
-                continue
+            if _running_a_task(pid):
+                found.append(pid)
     return found
+
+
+def _running_a_task(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::_task")
+    except OSError:
+        return False
 
 
 def test_a_ray_worker_killed_mid_task_is_retried_never_a_finding_and_leaves_no_case_worker(cluster, tmp_path):
@@ -227,24 +231,30 @@ def test_a_ray_worker_killed_mid_task_is_retried_never_a_finding_and_leaves_no_c
     def kill_a_task_worker() -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            busy = [(pid, kids) for pid in _task_workers(cluster) if (kids := children_of(pid))]
-            if busy:  # a task that has started its case workers
-                pid, kids = busy[0]
-                os.kill(pid, signal.SIGKILL)
-                killed.update(task=[pid], case_workers=kids)
-                return
+            for pid in _task_workers(cluster):
+                kids = children_of(pid)
+                # A task that has started its case workers, still running it now: a worker
+                # that finished its task keeps its case workers but is idle, and killing it
+                # loses nothing to retry.
+                if kids and _running_a_task(pid):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.update(task=[pid], case_workers=kids)
+                    return
             time.sleep(0.1)
 
     killer = threading.Thread(target=kill_a_task_worker)
     killer.start()
-    report = fuzz(FuzzOptions(targets=(MUTANT, TWIN), backends=("interpret",), seed=5, slice_examples=2,
+    # Slices of 4 examples: a unit runs for seconds, far longer than the killer takes from
+    # seeing it busy to killing it.
+    report = fuzz(FuzzOptions(targets=(MUTANT, TWIN), backends=("interpret",), seed=5, slice_examples=4,
                               executor="ray", workers=2, budget_s=300, max_slices=4, out_dir=tmp_path),
                   stream=io.StringIO())
     killer.join()
     assert killed, "no task worker was seen running"
     assert not [f for f in report.findings if f.kind in ("crash", "exception")], report.findings
     assert ("mismatch", "rotated_index_map") in {(f.kind, f.kernel) for f in report.findings}
-    assert any(r["cause"] == "worker killed" for r in report.run["retried"]), report.run
+    assert any(r["cause"] == "worker killed" for r in report.run["retried"]), (killed, report.run["retried"],
+                                                                               report.run["lost"])
     deadline = time.monotonic() + 5
     while any(Path(f"/proc/{pid}").exists() for pid in killed["case_workers"]) and time.monotonic() < deadline:
         time.sleep(0.1)
