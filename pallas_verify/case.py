@@ -77,6 +77,8 @@ class Outcome:
         rerun the backend has applies).
       skipped: checks the run left out because nothing in the kernel can trip them (e.g.
         ``"race"``: race detection where nothing runs concurrently).
+      settled: reruns the kernel has (named as in ``reruns``) that this run's memory showed
+        could not change its outputs (``_jax_compat.SETTLED``); not in ``reruns``.
       schedule: the (grid point, core) pairs TPU interpret mode ran, in order (see
         ``backends.schedule``); None for other backends.
       compiler_params: for a ``mosaic_tpu`` compile under drawn overrides of the kernel's
@@ -94,6 +96,7 @@ class Outcome:
     inputs_after: tuple[np.ndarray, ...] | None = None
     reruns: frozenset[str] | None = None
     skipped: tuple[str, ...] = ()
+    settled: tuple[str, ...] = ()
     schedule: tuple[tuple[tuple[int, ...], int], ...] | None = None
     compiler_params: Mapping[str, Any] | None = None
 

@@ -40,25 +40,29 @@ RACE = "race"
 
 @dataclasses.dataclass
 class RerunTally:
-    """How many examples each backend ran, and on how many it left a check out because the
+    """How many examples each backend ran, and on how many it left a check out, and why: the
     kernel has nothing that check varies or could trip (``_jax_compat.RERUNS`` and
-    ``SKIPPED_CHECKS`` say why): a metamorphic rerun, or race detection."""
+    ``SKIPPED_CHECKS``: a metamorphic rerun, or race detection), or the base run's memory
+    showed the rerun could not change its outputs (``_jax_compat.SETTLED``)."""
 
     examples: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
-    skipped: collections.Counter[tuple[str, str]] = dataclasses.field(default_factory=collections.Counter)
+    skipped: collections.Counter[tuple[str, str, str]] = dataclasses.field(default_factory=collections.Counter)
     last: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)  # backend -> reruns of its last example
 
-    def count(self, backend: str, kinds: Sequence[str], wanted: Sequence[str], skipped: Sequence[str] = ()) -> None:
+    def count(self, backend: str, kinds: Sequence[str], wanted: Sequence[str], skipped: Sequence[str] = (),
+              settled: Sequence[str] = ()) -> None:
         self.examples[backend] += 1  # every example judged, so a count of left-out checks never exceeds it
-        left_out = {k for k in kinds if k not in wanted} | set(skipped)  # each check once per example
-        self.skipped.update((backend, k) for k in left_out)
+        left_out = {k: "settled" if k in settled else "rerun" for k in kinds if k not in wanted}
+        left_out.update(dict.fromkeys(skipped, "check"))  # each check once per example, for one reason
+        self.skipped.update((backend, k, why) for k, why in left_out.items())
 
     def notes(self) -> list[str]:
-        """One line per check left out: on how many examples, and why."""
-        reasons = {**_jax_compat.RERUNS, **_jax_compat.SKIPPED_CHECKS}
-        return [f"{backend}: {'race detection' if kind == RACE else f'the {kind} rerun'} was skipped on {n} of "
-                f"{self.examples[backend]} examples ({reasons.get(kind, 'the kernel has nothing it changes')})"
-                for (backend, kind), n in sorted(self.skipped.items())]
+        """One line per check left out for one reason: on how many examples, and why."""
+        reasons = {"rerun": _jax_compat.RERUNS, "check": _jax_compat.SKIPPED_CHECKS, "settled": _jax_compat.SETTLED}
+        return [f"{backend}: {'race detection' if kind == RACE else f'the {kind} rerun'} was "
+                f"skipped on {n} of {self.examples[backend]} examples "
+                f"({reasons[why].get(kind, 'the kernel has nothing it changes')})"
+                for (backend, kind, why), n in sorted(self.skipped.items())]
 
 
 @dataclasses.dataclass
@@ -131,7 +135,7 @@ class Reruns:
         wanted = [(kind, mode) for kind, mode in rerun.variants if base.reruns is None or kind in base.reruns]
         races = rerun.races and (base.reruns is None or RACE in base.reruns)
         kinds = [kind for kind, _ in rerun.variants] + [RACE] * rerun.races  # every rerun the backend has for it
-        self.tally.count(backend.name, kinds, [kind for kind, _ in wanted] + [RACE] * races, base.skipped)
+        self.tally.count(backend.name, kinds, [kind for kind, _ in wanted] + [RACE] * races, base.skipped, base.settled)
         self.tally.last[backend.name] = frozenset([kind for kind, _ in wanted] + [RACE] * races)
         grown = rerun.grown if rerun.grown is not None and self.shapes.applies(case, rerun.grown, expected) else None
         if not wanted and not races and grown is None:

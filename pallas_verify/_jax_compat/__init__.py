@@ -38,8 +38,14 @@ from pallas_verify._jax_compat.interpret import reset_interpreters as reset_inte
 from pallas_verify._jax_compat.interpret import tpu_target as tpu_target
 from pallas_verify._jax_compat.invariants import grid_invariant_errors as grid_invariant_errors
 from pallas_verify._jax_compat.knobs import RERUNS as RERUNS
+from pallas_verify._jax_compat.knobs import SETTLED as SETTLED
 from pallas_verify._jax_compat.knobs import SKIPPED_CHECKS as SKIPPED_CHECKS
+from pallas_verify._jax_compat.knobs import kernel_knobs as kernel_knobs
 from pallas_verify._jax_compat.knobs import rerun_kinds as rerun_kinds
+from pallas_verify._jax_compat.knobs import settled as settled
+from pallas_verify._jax_compat.memwatch import MemoryPlan as MemoryPlan
+from pallas_verify._jax_compat.memwatch import on_grid_point as on_grid_point
+from pallas_verify._jax_compat.memwatch import watch as watch_memory
 from pallas_verify._jax_compat.params import SIDE_EFFECT_DROPPED as SIDE_EFFECT_DROPPED
 from pallas_verify._jax_compat.params import SIDE_EFFECTS as SIDE_EFFECTS
 from pallas_verify._jax_compat.params import MosaicCall as MosaicCall
@@ -78,6 +84,7 @@ __all__ = [
     "RACE_MARKER",
     "RERUNS",
     "REVISIT_ANY_DECLARED",
+    "SETTLED",
     "SIDE_EFFECTS",
     "SIDE_EFFECT_DROPPED",
     "SKIPPED_CHECKS",
@@ -86,6 +93,7 @@ __all__ = [
     "Frame",
     "GridMapping",
     "Limitation",
+    "MemoryPlan",
     "MosaicCall",
     "ShapePlan",
     "abstract_mesh_of",
@@ -110,14 +118,17 @@ __all__ = [
     "grid_mapping_class",
     "index_map_function",
     "is_kernel",
+    "kernel_knobs",
     "kernel_params",
     "kernel_site",
     "mosaic_calls",
+    "on_grid_point",
     "operation_site",
     "read_and_written_without_auto_barriers",
     "rerun_kinds",
     "reset_interpreters",
     "semaphore_leaks",
+    "settled",
     "shape_plan",
     "sub_jaxprs",
     "tagged",
@@ -126,6 +137,7 @@ __all__ = [
     "upstream_frame",
     "upstream_limitation",
     "vmem_exhausted",
+    "watch_memory",
     "wgmma_read_before_wait",
     "with_compiler_params",
     "written_refs",

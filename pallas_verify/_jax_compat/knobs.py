@@ -16,6 +16,10 @@ to specific parts of a kernel only (``interpret_pallas_call.py``):
 
 A kernel over a mesh (``pl.kernel``, ``core_map``) or a pallas_call whose structure is
 not the one JAX 0.12 has keeps every knob.
+
+The jaxpr says which knobs a kernel *has*; whether one of them could change a given run's
+outputs is what the run's memory shows (``memwatch``): ``kernel_knobs`` also gives what a
+watch of a run needs (``MemoryPlan``), for a kernel the watch can follow.
 """
 
 from __future__ import annotations
@@ -23,9 +27,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pallas_verify._jax_compat.tracing import equations, grid_mapping, is_kernel
+from pallas_verify._jax_compat.memwatch import MemoryPlan, MemoryWatch
+from pallas_verify._jax_compat.tracing import (
+    _SEMAPHORE_SPACE,
+    equations,
+    grid_mapping,
+    is_kernel,
+    kernel_params,
+    sub_jaxprs,
+)
 
-__all__ = ["DMA", "FILL", "GRID_ORDER", "RACE", "RERUNS", "SKIPPED_CHECKS", "rerun_kinds"]
+__all__ = ["DMA", "FILL", "GRID_ORDER", "RACE", "RERUNS", "SETTLED", "SKIPPED_CHECKS", "kernel_knobs", "rerun_kinds",
+           "settled"]
 
 # The metamorphic reruns, named by the finding kind each can show.
 FILL, DMA, GRID_ORDER, RACE = "uninitialized_read", "dma_ordering", "grid_order", "race"
@@ -37,26 +50,46 @@ RERUNS: dict[str, str] = {
     RACE: "no 'parallel' grid dimension of more than one step to split over two cores",
 }
 _ALL = frozenset(RERUNS)
+#: Each rerun a watched run (``memwatch``) can show unable to change its outputs, with why.
+SETTLED: dict[str, str] = {
+    FILL: "its base run read no memory before something wrote it (no fill reached the kernel)",
+    GRID_ORDER: "in its base run no sweep of the parallel grid axes read memory another sweep wrote, "
+                "nor overwrote HBM another sweep wrote or read",
+    RACE: "in its base run no two sweeps of the parallel grid axes touched the same HBM",
+}
 #: Checks of a run itself that a backend leaves out where nothing can trip them, and why.
 SKIPPED_CHECKS: dict[str, str] = {
     "race": "nothing runs concurrently: no DMA, and no 'parallel' grid dimension split over two cores",
 }
 
 
+# Primitives whose effects a watch does not follow: asynchronous copies and the semaphores
+# that order them (emit_pipeline copies with DMAs too), and host callbacks that return
+# values (host state the kernel reads).
+_UNWATCHED = frozenset({"dma_start", "dma_wait", "semaphore_signal", "semaphore_wait", "semaphore_read",
+                        "get_barrier_semaphore", "emit_pipeline", "pipeline_body", "io_callback", "pure_callback"})
+
+
 def rerun_kinds(fn: Callable[..., Any], args: Sequence[Any]) -> frozenset[str]:
     """The reruns of ``RERUNS`` whose knob can change the outputs of ``fn(*args)``
     (every one when the kernel cannot be read)."""
+    return kernel_knobs(fn, args)[0]
+
+
+def kernel_knobs(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[frozenset[str], MemoryPlan | None]:
+    """``rerun_kinds``, and the plan of a watch of a run of ``fn(*args)`` (None where a
+    watch cannot follow the kernel: see ``memwatch``)."""
     import jax
 
     try:
         closed = jax.make_jaxpr(fn)(*args)
     except Exception:  # the run itself reports a kernel that does not trace
-        return _ALL
+        return _ALL, None
     knobs: set[str] = set()
-    for eqn in equations(closed.jaxpr):
-        if is_kernel(eqn):
-            knobs |= _kernel_knobs(eqn)
-    return frozenset(knobs)
+    kernels = [eqn for eqn in equations(closed.jaxpr) if is_kernel(eqn)]
+    for eqn in kernels:
+        knobs |= _kernel_knobs(eqn)
+    return frozenset(knobs), _plan(kernels[0]) if len(kernels) == 1 else None
 
 
 def _kernel_knobs(eqn: Any) -> frozenset[str]:
@@ -81,6 +114,56 @@ def _kernel_knobs(eqn: Any) -> frozenset[str]:
     if scratch or padded or "run_scoped" in primitives:
         knobs.add(FILL)
     return frozenset(knobs)
+
+
+def settled(kinds: frozenset[str], seen: MemoryWatch | None) -> tuple[frozenset[str], frozenset[str]]:
+    """What the watched run ``seen`` says of the reruns ``kinds`` (the jaxpr's): the reruns
+    that could change its outputs, and those it shows could not (``SETTLED``).
+
+    The fill rerun is added where the run read memory nothing wrote though the jaxpr
+    showed no scratch or padding (an output block read before it is written); the race
+    rerun goes with the grid-order one: whatever two sweeps share, cores could race on
+    under another split. Without a watch, ``kinds`` as they are.
+    """
+    if seen is None:
+        return kinds, frozenset()
+    saw = seen.saw()
+    could = {FILL: saw["fill"], GRID_ORDER: saw["order"], RACE: saw["order"]}
+    settled = frozenset(k for k in kinds if k in could and not could[k])
+    return (kinds - settled) | ({FILL} if saw["fill"] else set()), settled
+
+
+def _plan(eqn: Any) -> MemoryPlan | None:
+    """What a watch of one pallas_call needs, or None where it cannot follow the kernel."""
+    if eqn.primitive.name != "pallas_call":
+        return None
+    try:
+        gm = grid_mapping(eqn)
+        if any(space == _SEMAPHORE_SPACE for _, space, _, _ in kernel_params(gm.body)):
+            return None
+        if any(e.primitive.name in _UNWATCHED for e in equations(gm.body)) or _swap_value_used(gm.body):
+            return None
+        # As TPU interpret mode reads them (a dynamic grid dimension is never parallel there).
+        parallel = tuple(s == "parallel" for s in gm.declared_semantics) or (False,) * len(gm.grid)
+        return MemoryPlan(input_shapes=tuple(b.array_shape for b in gm.blocks[:gm.num_inputs]),
+                          num_index_operands=gm.num_index_operands, parallel=parallel)
+    except Exception:
+        return None
+
+
+def _swap_value_used(jaxpr: Any) -> bool:
+    """Whether the old value a ``swap`` returns is used anywhere in ``jaxpr`` (``ref[...] = x``
+    leaves it unused; a watch does not follow it)."""
+    from jax.extend.core import Var
+
+    used = {id(v) for e in jaxpr.eqns for v in e.invars if isinstance(v, Var)}
+    used |= {id(v) for v in jaxpr.outvars if isinstance(v, Var)}
+    for e in jaxpr.eqns:
+        if e.primitive.name in ("swap", "masked_swap") and any(id(v) in used for v in e.outvars):
+            return True
+        if any(_swap_value_used(sub) for sub, _ in sub_jaxprs(e)):
+            return True
+    return False
 
 
 def _overhangs(array_shape: tuple[int, ...], block_dims: tuple[Any, ...]) -> bool:

@@ -103,13 +103,18 @@ class TpuInterpret:
         from jax.experimental.pallas import tpu as pltpu
 
         with _jax_compat.tpu_target(), _jax_compat.deadlock_watch(), schedule.recording() as ran:
-            kinds = rerun_kinds(case)
+            kinds, plan = kernel_knobs(case)
             skipped = ("race",) if mode.get("detect_races") and not races_possible(kinds, mode) else ()
             mode = {**mode, **({"detect_races": False} if skipped else {})}
             params = pltpu.InterpretParams(**{**_TPU_DEFAULTS, "grid_point_recorder": schedule.RECORDER, **mode})
-            outcome = execute(case, params)  # a deadlock ends the run as `deadlock`
+            # Where a rerun could change the outputs only through memory, the run's memory says whether it can.
+            watched = plan if kinds & frozenset(_jax_compat.SETTLED) else None
+            with _jax_compat.watch_memory(watched) as seen:
+                outcome = execute(case, params)  # a deadlock ends the run as `deadlock`
         outcome = _in_kernel_terms(case, _with_declared_revisit(case, outcome))
-        return dataclasses.replace(outcome, reruns=kinds, skipped=skipped, schedule=tuple(ran))
+        reruns, settled = _jax_compat.settled(kinds, seen if outcome.ok else None)
+        return dataclasses.replace(outcome, reruns=reruns, settled=tuple(sorted(settled)), skipped=skipped,
+                                   schedule=tuple(ran))
 
     def interpret_source(self, mode: Mapping[str, Any]) -> str:
         """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers)."""
@@ -226,17 +231,18 @@ def races_possible(kinds: frozenset[str] | None, mode: Mapping[str, Any]) -> boo
     return "dma_ordering" in kinds or ("grid_order" in kinds and mode.get("num_cores_or_threads", 1) > 1)
 
 
-def rerun_kinds(case: Case) -> frozenset[str]:
-    """The reruns of ``variants`` whose knob can change ``case``'s outputs (traced once per
-    kernel, config, transform and input shapes)."""
+def kernel_knobs(case: Case) -> tuple[frozenset[str], _jax_compat.MemoryPlan | None]:
+    """The reruns of ``variants`` whose knob can change ``case``'s outputs, and the plan of
+    a watch of its memory (``_jax_compat.kernel_knobs``; traced once per kernel, config,
+    transform and input shapes)."""
     import jax
 
     fn, avals = jitted(case), shapes_key(case.inputs)
-    return _RERUN_KINDS.get_or_make((fn, avals), lambda: _jax_compat.rerun_kinds(
+    return _KNOBS.get_or_make((fn, avals), lambda: _jax_compat.kernel_knobs(
         fn, [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]))
 
 
-_RERUN_KINDS: Lru[tuple[Any, ...], frozenset[str]] = Lru(maxsize=256)
+_KNOBS: Lru[tuple[Any, ...], tuple[frozenset[str], _jax_compat.MemoryPlan | None]] = Lru(maxsize=256)
 
 
 def _other_choice(knob: str, mode: Mapping[str, Any]) -> str:

@@ -22,6 +22,8 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from pallas_verify import _jax_compat
+
 __all__ = ["MAX_POINTS", "RECORDER", "Coverage", "Schedule", "cores_named", "recording"]
 
 Schedule = tuple[tuple[tuple[int, ...], int], ...]
@@ -37,10 +39,12 @@ _LOCK = threading.Lock()
 
 
 def _record(token: Any, grid_point: Any, core_id: Any) -> Any:
+    point, core = tuple(int(v) for v in grid_point), int(core_id)
     with _LOCK:
         points = _CURRENT[0]
         if points is not None and len(points) < MAX_POINTS:
-            points.append((tuple(int(v) for v in grid_point), int(core_id)))
+            points.append((point, core))
+    _jax_compat.on_grid_point(point, core)  # the sweep a memory watch attributes this core's accesses to
     return token
 
 

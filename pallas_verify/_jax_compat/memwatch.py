@@ -1,0 +1,316 @@
+"""What a TPU interpret mode run did with its memory: which knobs could have changed its
+outputs (JAX 0.12 internals: ``shared_memory.GenericSharedMemory``).
+
+A knob of TPU interpret mode changes a kernel's outputs only through memory:
+
+- ``uninitialized_memory`` fills memory nothing has written: scratch buffers,
+  ``run_scoped`` allocations, the kernel's output block buffers, the padding of blocks that
+  overhang their array, output elements no grid point writes, and reads past a buffer under
+  ``out_of_bounds_reads="uninitialized"``. It can change the outputs only if the run
+  reads such memory (``fill``).
+- ``random_seed`` orders, and ``num_cores_or_threads`` splits, the *sweeps* of the grid: a
+  sweep is the grid points that share their coordinates along the "parallel" dimensions
+  (they run in order, on one core). Their order can change the outputs only if a sweep
+  reads memory another sweep wrote (a scratch or output block buffer carried over), or
+  writes an HBM element another sweep wrote or read (``order``); two cores can race only
+  on what sweeps share.
+
+``watch(plan)`` records every read, write and allocation of the run's memory (per
+element: which sweep last wrote it, and for HBM which sweeps read it) and says which of
+these it saw. A kernel's own write (a swap) belongs to the sweep that makes it. The
+interpreter's copies (a store right after a read: an input block into its buffer, an
+output block back to HBM) keep what they copy as it was: an input block's elements stay
+the inputs', written before any sweep, and the padding they copy stays fill.
+
+What is not followed, so a caller keeps every rerun there (``plan`` is None): explicit
+DMAs, which copy asynchronously, and semaphores; host callbacks that return values;
+kernels of several pallas_calls, or over a mesh; a kernel that uses the old value a
+``swap`` returns (``ref[...] = x`` discards it). Anything unexpected while recording
+makes the watch report everything (``broken``): a rerun is never skipped on a guess.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["MemoryPlan", "MemoryWatch", "on_grid_point", "watch"]
+
+# A shadow element's writer: nothing yet, or written before the kernel ran (its inputs,
+# its scalar prefetch); a sweep's number otherwise (>= 0).
+_UNWRITTEN = -1
+_BEFORE = -2
+# An HBM element's readers: none yet, or several sweeps; one sweep's number otherwise.
+_NO_READER = -1
+_READERS = -2
+_HBM = frozenset({"any", "hbm"})
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryPlan:
+    """What a watch needs to know of the kernel's one pallas_call.
+
+    Attributes:
+      input_shapes: each input's array shape (its HBM buffer holds the inputs there; the
+        rest of it is the padding of overhanging blocks).
+      num_index_operands: scalar-prefetch operands (their SMEM buffers hold data).
+      parallel: per grid dimension, whether TPU interpret mode runs it as "parallel".
+    """
+
+    input_shapes: tuple[tuple[int, ...], ...]
+    num_index_operands: int
+    parallel: tuple[bool, ...]
+
+
+@dataclasses.dataclass
+class MemoryWatch:
+    """What one run did with its memory (module docstring).
+
+    Attributes:
+      fill: it read memory nothing had written.
+      order: a sweep read memory another sweep wrote, or wrote an HBM element another
+        sweep wrote or read.
+      broken: recording failed somewhere: every knob counts as able to change the outputs.
+    """
+
+    plan: MemoryPlan
+    fill: bool = False
+    order: bool = False
+    broken: bool = False
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
+    _writers: dict[Any, np.ndarray] = dataclasses.field(default_factory=dict, repr=False)
+    _readers: dict[Any, np.ndarray] = dataclasses.field(default_factory=dict, repr=False)
+    _sweep: dict[int, int | None] = dataclasses.field(default_factory=dict, repr=False)  # core -> sweep
+    _sweeps: dict[tuple[int, ...], int] = dataclasses.field(default_factory=dict, repr=False)
+    _copied: dict[int, np.ndarray] = dataclasses.field(default_factory=dict, repr=False)  # core -> last read
+    _logical: dict[Any, tuple[int, ...]] = dataclasses.field(default_factory=dict, repr=False)  # writes clip to it
+    _allocated: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict, repr=False)  # before the grid
+    _in_grid: bool = False
+
+    def saw(self) -> dict[str, bool]:
+        """``fill`` and ``order`` as one mapping (both True when broken)."""
+        return {"fill": self.broken or self.fill, "order": self.broken or self.order}
+
+    # -- events, each under the lock (two cores run as two threads) --------------------
+
+    def new_call(self) -> None:
+        """A new SharedMemory: the pallas_call starts (again, inside a loop)."""
+        for table in (self._writers, self._readers, self._logical, self._sweep, self._sweeps, self._copied,
+                      self._allocated):
+            table.clear()
+        self._in_grid = False
+
+    def grid_point(self, point: Sequence[int], core: int) -> None:
+        coords = tuple(int(p) for p, par in zip(point, self.plan.parallel, strict=False) if par)
+        self._in_grid = True
+        self._sweep[core] = self._sweeps.setdefault(coords, len(self._sweeps))
+        self._copied.pop(core, None)
+
+    def barrier(self) -> None:
+        """The cores meet: before the grid, and after it (reads then are no sweep's)."""
+        self._sweep.clear()
+        self._copied.clear()
+
+    def allocated(self, key: Any, shape: tuple[int, ...], logical: tuple[int, ...]) -> None:
+        """A buffer: before the grid, the first HBM ones hold the inputs (in their array's
+        shape) and the first SMEM ones of each core the scalar prefetch; the rest is fill."""
+        space, core = key[0], key[-1]
+        writers = np.full(shape, _UNWRITTEN, dtype=np.int32)
+        if not self._in_grid:
+            n = self._allocated.get((space, core), 0)
+            self._allocated[space, core] = n + 1
+            if space in _HBM and n < len(self.plan.input_shapes):
+                writers[tuple(slice(0, s) for s in self.plan.input_shapes[n])] = _BEFORE
+            elif space == "smem" and n < self.plan.num_index_operands:
+                writers[...] = _BEFORE
+        self._writers[key] = writers
+        self._logical[key] = logical
+        if space in _HBM:
+            self._readers[key] = np.full(shape, _NO_READER, dtype=np.int32)
+
+    def released(self, key: Any, alive: bool) -> None:
+        if not alive:
+            for table in (self._writers, self._readers, self._logical):
+                table.pop(key, None)
+
+    def read(self, key: Any, rnge: Sequence[Any], got: np.ndarray | None, thread: Any) -> None:
+        writers = self._writers.get(key)
+        if writers is None:
+            self.broken = True
+            return
+        core = int(thread[1])
+        rnge = self._normalized(key, rnge)
+        wanted = _extent(rnge)
+        region = _clip(rnge, writers.shape)
+        if got is None or region is None or tuple(got.shape) != wanted:
+            self.fill = True  # past the buffer: the read returns the fill there
+        if region is None:
+            self._copied.pop(core, None)
+            return
+        seen = writers[region]
+        sweep = self._sweep.get(core)
+        if np.any(seen == _UNWRITTEN):
+            self.fill = True
+        if sweep is not None and np.any((seen >= 0) & (seen != sweep)):
+            self.order = True
+        if sweep is not None and key in self._readers:
+            readers = self._readers[key][region]
+            readers[...] = np.where(readers == _NO_READER, sweep, np.where(readers == sweep, sweep, _READERS))
+            self._readers[key][region] = readers
+        self._copied[core] = np.array(seen, copy=True)
+
+    def wrote(self, key: Any, rnge: Sequence[Any], value: Any, mask: Any, thread: Any, *, copy: bool) -> None:
+        """A write: the kernel's (a swap), or one of the interpreter's copies (a store: an
+        input block into its buffer, an output block back to HBM), which keeps the inputs'
+        elements the inputs' and the fill the fill, as it copies them from the read before."""
+        writers = self._writers.get(key)
+        if writers is None:
+            self.broken = True
+            return
+        core, shape = int(thread[1]), tuple(np.shape(value))
+        mask = None if mask is None else np.asarray(mask, dtype=bool)
+        copied = self._copied.pop(core, None)
+        region = _clip(self._normalized(key, rnge), writers.shape, limit=self._logical[key])
+        if region is None:
+            return
+        target = writers[region]
+        sweep = self._sweep.get(core)
+        epoch = np.int32(sweep if sweep is not None else _BEFORE)
+        new = np.full(target.shape, epoch, dtype=np.int32)
+        if copy and copied is not None and copied.shape == tuple(shape):
+            kept = copied[tuple(slice(0, s) for s in target.shape)]
+            new = np.where((kept == _BEFORE) | (kept == _UNWRITTEN), kept, new)
+        written = np.ones(target.shape, dtype=bool) if mask is None else mask[tuple(slice(0, s) for s in target.shape)]
+        if sweep is not None and key[0] in _HBM:
+            readers = self._readers[key][region]
+            if np.any(written & (((target >= 0) & (target != sweep)) | ((readers != _NO_READER) & (readers != sweep)))):
+                self.order = True
+        writers[region] = np.where(written, new, target)
+
+    def _normalized(self, key: Any, rnge: Sequence[Any]) -> tuple[Any, ...]:
+        """``rnge`` with a whole slice for each dimension it leaves out (as Buffer does)."""
+        logical = self._logical[key]
+        return tuple(rnge) + tuple(slice(0, s) for s in logical[len(rnge):])
+
+
+def _extent(rnge: tuple[Any, ...]) -> tuple[int, ...]:
+    """The shape a read of ``rnge`` returns when it is wholly in bounds."""
+    return tuple(len(range(r.start, r.stop, r.step or 1)) for r in rnge if isinstance(r, slice))
+
+
+def _clip(rnge: tuple[Any, ...], shape: tuple[int, ...], limit: tuple[int, ...] | None = None) -> tuple[Any, ...] | None:
+    """``rnge`` clipped to ``limit`` (default ``shape``), as the interpreter's Buffer clips
+    it; None when wholly outside."""
+    from jax._src.pallas.mosaic.interpret import utils
+
+    return utils.clip_range_to_shape(rnge, tuple(limit or shape))
+
+
+# -- hooks --------------------------------------------------------------------------------
+
+_CURRENT: list[MemoryWatch | None] = [None]
+_INSTALL = threading.Lock()
+_INSTALLED = [False]
+
+
+def on_grid_point(point: Sequence[int], core: int) -> None:
+    """Called by the run's grid-point recorder: the sweep ``core`` is in now."""
+    current = _CURRENT[0]
+    if current is not None:
+        with current._lock:
+            current.grid_point(point, core)
+
+
+@contextlib.contextmanager
+def watch(plan: MemoryPlan | None) -> Iterator[MemoryWatch | None]:
+    """Record what the TPU interpret mode run inside does with its memory (None for a
+    kernel the watch cannot follow: ``plan`` is None)."""
+    if plan is None:
+        yield None
+        return
+    _install()
+    current = MemoryWatch(plan)
+    _CURRENT[0] = current
+    try:
+        yield current
+    finally:
+        _CURRENT[0] = None
+
+
+def _event(name: str, *args: Any, **kwargs: Any) -> None:
+    current = _CURRENT[0]
+    if current is None:
+        return
+    with current._lock:
+        try:
+            getattr(current, name)(*args, **kwargs)
+        except Exception:  # a shape or key this module did not expect: report everything
+            current.broken = True
+
+
+def _install() -> None:
+    with _INSTALL:
+        if _INSTALLED[0]:
+            return
+        from jax._src.pallas.mosaic.interpret import shared_memory
+
+        generic, tpu = shared_memory.GenericSharedMemory, shared_memory.SharedMemory
+        init, allocate, deallocate = tpu.__init__, generic.allocate_buffer, generic.deallocate_buffer
+        get, store, swap = generic.get_buffer_content, generic.store_buffer_content, generic.swap_buffer_content
+        barrier = tpu.update_clocks_for_device_barrier
+
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            init(self, *args, **kwargs)
+            _event("new_call")
+
+        def allocate_buffer(self: Any, key: Any, *args: Any, **kwargs: Any) -> Any:
+            fresh = key not in self.mem
+            out = allocate(self, key, *args, **kwargs)
+            if fresh:
+                buffer = self.mem[key]
+                _event("allocated", key, tuple(buffer.shape), tuple(buffer.logical_shape))
+            return out
+
+        def deallocate_buffer(self: Any, key: Any, *args: Any, **kwargs: Any) -> Any:
+            out = deallocate(self, key, *args, **kwargs)
+            _event("released", key, key in self.mem)
+            return out
+
+        def get_buffer_content(self: Any, key: Any, rnge: Any, thread: Any, *args: Any, **kwargs: Any) -> Any:
+            out = get(self, key, rnge, thread, *args, **kwargs)
+            if thread is not None:
+                _event("read", key, rnge, out[0], thread)
+            return out
+
+        def store_buffer_content(self: Any, key: Any, rnge: Any, value: Any, thread: Any, *args: Any,
+                                 **kwargs: Any) -> Any:
+            out = store(self, key, rnge, value, thread, *args, **kwargs)
+            if out[0]:  # in bounds: written
+                _event("wrote", key, rnge, value, None, thread, copy=True)
+            return out
+
+        def swap_buffer_content(self: Any, key: Any, rnge: Any, value: Any, mask: Any, thread: Any, *args: Any,
+                                **kwargs: Any) -> Any:
+            out = swap(self, key, rnge, value, mask, thread, *args, **kwargs)
+            if out[0] is not None:
+                _event("wrote", key, rnge, value, mask, thread, copy=False)
+            return out
+
+        def update_clocks_for_device_barrier(self: Any, device_id: int) -> Any:
+            out = barrier(self, device_id)
+            _event("barrier")
+            return out
+
+        tpu.__init__ = __init__
+        generic.allocate_buffer = allocate_buffer
+        generic.deallocate_buffer = deallocate_buffer
+        generic.get_buffer_content = get_buffer_content
+        generic.store_buffer_content = store_buffer_content
+        generic.swap_buffer_content = swap_buffer_content
+        tpu.update_clocks_for_device_barrier = update_clocks_for_device_barrier
+        _INSTALLED[0] = True

@@ -1,0 +1,190 @@
+"""What a TPU interpret mode run's memory says of its reruns (``_jax_compat.memwatch``).
+
+Each kernel here is run by the backend in one mode and then, where the watch says a
+knob cannot change its outputs, in the other modes too: the outputs must agree bitwise
+there (the watch is right to skip the rerun), and must not where it keeps the rerun for
+a dependence it saw.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import strategies as st
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+from pallas_verify._jax_compat import MemoryPlan, settled
+from pallas_verify._jax_compat.knobs import FILL, GRID_ORDER, RACE
+from pallas_verify._jax_compat.memwatch import MemoryWatch
+from pallas_verify.backends.interpreters import TpuInterpret
+from pallas_verify.case import Case
+from pallas_verify.spec import KernelSpec
+
+F32 = np.float32
+BM, BN = 8, 128
+MODES = [{"num_cores_or_threads": c, "random_seed": s, "uninitialized_memory": f}
+         for c, s, f in ((1, 0, "nan"), (1, 7, "zero"), (2, 3, "nan"), (2, 11, "zero"))]
+
+
+def _rows(kernel, *, rows=4, scratch=(), semantics=("parallel", "arbitrary"), k_steps=2, aliases=None,
+          in_rows=None, out_block=None):
+    """A pallas_call over (row blocks, k steps) of a (rows*8, k_steps*128) input."""
+
+    def call(x):
+        m = x.shape[0]
+        return pl.pallas_call(
+            kernel,
+            grid=(pl.cdiv(m, BM), k_steps),
+            in_specs=[pl.BlockSpec((BM, BN), lambda i, k: (i, k))],
+            out_specs=pl.BlockSpec(out_block or (BM, BN), lambda i, k: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((m, BN), x.dtype),
+            scratch_shapes=list(scratch),
+            input_output_aliases=aliases or {},
+            compiler_params=pltpu.CompilerParams(dimension_semantics=semantics),
+        )(x)
+
+    return call, (np.arange((in_rows or rows * BM) * k_steps * BN, dtype=F32).reshape(-1, k_steps * BN) % 17,)
+
+
+def _run(fn, inputs, mode):
+    spec = KernelSpec(name="watched", kernel=lambda *xs: fn(*xs), reference=lambda *xs: fn(*xs),
+                      configs=st.just({}), inputs=lambda _: st.just(inputs))
+    outcome = TpuInterpret().run(Case(spec=spec, config={}, inputs=inputs, backend="tpu_interpret",
+                                      mode={"detect_races": False, **mode}))
+    assert outcome.ok, outcome.error
+    return outcome
+
+
+def _agree(fn, inputs) -> bool:
+    outs = [_run(fn, inputs, mode).outputs for mode in MODES]
+    return all(np.array_equal(o[0], outs[0][0], equal_nan=True) for o in outs)
+
+
+def _sum_kernel(x_ref, o_ref, acc_ref, *, init=True):
+    k = pl.program_id(1)
+    if init:
+        @pl.when(k == 0)
+        def _():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+    acc_ref[...] += x_ref[...]
+
+    @pl.when(k == pl.num_programs(1) - 1)
+    def _():
+        o_ref[...] = acc_ref[...]
+
+
+def test_an_accumulator_initialized_each_sweep_settles_every_rerun_and_no_mode_changes_it():
+    fn, inputs = _rows(_sum_kernel, scratch=[pltpu.VMEM((BM, BN), jnp.float32)])
+    for mode in MODES:
+        outcome = _run(fn, inputs, mode)
+        assert outcome.reruns == frozenset(), mode
+        assert set(outcome.settled) == {FILL, GRID_ORDER, RACE}, mode
+    assert _agree(fn, inputs)
+
+
+def test_an_accumulator_never_initialized_keeps_the_fill_and_order_reruns():
+    fn, inputs = _rows(functools.partial(_sum_kernel, init=False), scratch=[pltpu.VMEM((BM, BN), jnp.float32)])
+    one_core = _run(fn, inputs, MODES[0])
+    assert {FILL, GRID_ORDER, RACE} <= one_core.reruns and not one_core.settled  # sweep 2 reads sweep 1's sum
+    assert not _agree(fn, inputs)
+
+
+def test_scratch_carried_from_one_parallel_sweep_to_the_next_keeps_the_order_rerun():
+    def carry(x_ref, o_ref, acc_ref):
+        @pl.when((pl.program_id(0) == 0) & (pl.program_id(1) == 0))
+        def _():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        acc_ref[...] += x_ref[...]  # a running sum over every row block: depends on their order
+        o_ref[...] = acc_ref[...]
+
+    fn, inputs = _rows(carry, scratch=[pltpu.VMEM((BM, BN), jnp.float32)], k_steps=1)
+    outcome = _run(fn, inputs, MODES[1])
+    assert GRID_ORDER in outcome.reruns and RACE in outcome.reruns
+    assert not _agree(fn, inputs)
+
+
+def test_an_output_block_left_half_unwritten_adds_the_fill_rerun_the_jaxpr_did_not_show():
+    def half(x_ref, o_ref):
+        o_ref[: BM // 2, :] = x_ref[: BM // 2, :]
+
+    fn, inputs = _rows(half, k_steps=1)
+    outcome = _run(fn, inputs, MODES[0])
+    assert FILL in outcome.reruns  # no scratch, no padding: the jaxpr alone keeps no fill rerun
+    assert not _agree(fn, inputs)
+
+
+def test_a_block_overhanging_its_array_keeps_the_fill_rerun():
+    def copy(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    fn, inputs = _rows(copy, k_steps=1, in_rows=3 * BM + 5)  # the last row block overhangs
+    outcome = _run(fn, inputs, MODES[0])
+    assert FILL in outcome.reruns
+    assert set(outcome.settled) == {GRID_ORDER, RACE}
+
+
+def test_an_in_place_kernel_on_its_own_blocks_settles_but_one_reading_its_neighbour_does_not():
+    def scale(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2
+
+    fn, inputs = _rows(scale, k_steps=1, aliases={0: 0})
+    outcome = _run(fn, inputs, MODES[0])
+    assert outcome.reruns == frozenset() and {GRID_ORDER, RACE} <= set(outcome.settled)
+
+    def stencil(x_ref, o_ref):  # the whole aliased input, copied in while other sweeps write theirs back
+        i = pl.program_id(0)
+        nxt = jnp.minimum(i + 1, pl.num_programs(0) - 1)
+        o_ref[...] = x_ref[pl.ds(nxt * BM, BM), :] + 1
+
+    def call(x):
+        return pl.pallas_call(
+            stencil, grid=(x.shape[0] // BM,),
+            in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+            out_specs=pl.BlockSpec((BM, BN), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), input_output_aliases={0: 0},
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+        )(x)
+
+    x = (np.arange(4 * BM * BN, dtype=F32).reshape(4 * BM, BN) % 13,)
+    outcome = _run(call, x, MODES[0])
+    assert GRID_ORDER in outcome.reruns
+
+
+def test_a_kernel_with_dmas_is_not_watched_and_keeps_its_reruns():
+    from reference_kernels.dma import DOUBLE_BUFFER
+
+    config = {"rows": 16, "cols": 128, "chunk": 8}
+    x = (np.ones((16, 128), F32),)
+    outcome = TpuInterpret().run(Case(spec=DOUBLE_BUFFER, config=config, inputs=x, backend="tpu_interpret",
+                                      mode={"detect_races": False}))
+    assert outcome.ok and outcome.settled == () and {"dma_ordering", FILL} <= outcome.reruns
+
+
+def test_a_watch_that_broke_settles_nothing():
+    watch = MemoryWatch(MemoryPlan(input_shapes=((8, 128),), num_index_operands=0, parallel=(True,)))
+    assert settled(frozenset({FILL, GRID_ORDER, RACE}), watch) == (frozenset(), frozenset({FILL, GRID_ORDER, RACE}))
+    watch.broken = True
+    assert settled(frozenset({FILL, GRID_ORDER, RACE}), watch) == (frozenset({FILL, GRID_ORDER, RACE}), frozenset())
+    assert settled(frozenset({GRID_ORDER}), None) == (frozenset({GRID_ORDER}), frozenset())
+
+
+@pytest.mark.parametrize("name", ["missing_acc_init", "acc_across_parallel"])
+def test_the_planted_order_and_fill_bugs_keep_their_reruns_in_every_base_mode(name):
+    from hypothesis import find
+
+    from reference_kernels.mutants import mutants
+
+    mutant = {m.name: m for m in mutants()}[name]
+    config = find(mutant.spec.configs, lambda _: True)
+    inputs = tuple(find(mutant.spec.inputs(config), lambda _: True))
+    for mode in MODES:
+        outcome = TpuInterpret().run(Case(spec=mutant.spec, config=config, inputs=inputs, backend="tpu_interpret",
+                                          mode={"detect_races": False, **mode}))
+        assert outcome.reruns & {FILL, GRID_ORDER}, mode
