@@ -2,15 +2,18 @@
 or its inputs grown along a tiled axis, must give bitwise-identical outputs
 (``Backend.variants`` says which knobs, per kind; ``oracles.shape_invariance`` the growth).
 
-Each rerun costs a compile (every TPU interpret knob but race detection is applied at
-trace time), so an example gets **one** rerun that carries every change due at once
-(``Rerun``): every knob changed, race detection on two cores (a run-time knob: it costs no
-compile) where the base run looked for no race between cores, and the inputs grown where a
-shape_invariance rerun is due. It starts beside the base run, in a worker of its own, when
-a core is spare for it. A kernel that lacks a knob is unchanged by it, so the one rerun
-serves whichever reruns the base run says apply (``Outcome.reruns``, from its jaxpr). Only
-when its outputs differ is each change run alone, to name the finding's kind.
-``RerunTally`` counts what was left out, for the spec's notes.
+Which reruns are due is the base run's to say (``Outcome.reruns``): those whose knob its
+kernel has (its jaxpr) and that its memory shows could change a bit (``_jax_compat``'s
+watch). A rerun that changes only knobs TPU interpret mode reads at run time (the fill,
+when DMAs complete, race detection) reuses the base run's compile, in the base run's
+worker (``Backend.recompiles``): the fill and DMA reruns run so, together, after the base
+run. The others (another grid order and core count, race detection on two cores, the
+grown inputs) cost a compile, so an example gets **one** such rerun that carries every
+change at once (``Rerun``); it starts beside the base run, in a worker of its own, when a
+core is spare and the kernel's last example needed one. A kernel that lacks a knob is
+unchanged by it, so the one rerun serves whichever reruns apply. Only when a rerun's
+outputs differ is each change run alone, to name the finding's kind. ``RerunTally``
+counts what was left out, for the spec's notes.
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ class RerunTally:
 
     examples: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     skipped: collections.Counter[tuple[str, str, str]] = dataclasses.field(default_factory=collections.Counter)
-    last: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)  # backend -> reruns of its last example
+    compiled_last: dict[str, bool] = dataclasses.field(default_factory=dict)  # backend -> its last example's
+    # rerun compiled anew
 
     def count(self, backend: str, kinds: Sequence[str], wanted: Sequence[str], skipped: Sequence[str] = (),
               settled: Sequence[str] = ()) -> None:
@@ -116,8 +120,8 @@ class Reruns:
             mode.update(detect_races=True, num_cores_or_threads=race_mode["num_cores_or_threads"])
         rerun_case = dataclasses.replace(case, mode=mode, inputs=grown.inputs if grown is not None else case.inputs)
         rerun = Rerun(backend, case, knobs, bool(races_due), grown, rerun_case)
-        needed_last = self.tally.last.get(backend.name) != frozenset() or grown is not None
-        if (needed_last and not backend.isolate and self.sandbox.isolated(backend)
+        compiled_last = self.tally.compiled_last.get(backend.name, True) or grown is not None
+        if (compiled_last and not backend.isolate and self.sandbox.isolated(backend)
                 and static_tracer_slot() == "tracer"):
             rerun.running = self.sandbox.submit(rerun_case, backend, slot="reruns")
         return rerun
@@ -136,10 +140,17 @@ class Reruns:
         races = rerun.races and (base.reruns is None or RACE in base.reruns)
         kinds = [kind for kind, _ in rerun.variants] + [RACE] * rerun.races  # every rerun the backend has for it
         self.tally.count(backend.name, kinds, [kind for kind, _ in wanted] + [RACE] * races, base.skipped, base.settled)
-        self.tally.last[backend.name] = frozenset([kind for kind, _ in wanted] + [RACE] * races)
         grown = rerun.grown if rerun.grown is not None and self.shapes.applies(case, rerun.grown, expected) else None
+        recompiles = getattr(backend, "recompiles", lambda mode, variant: True)
+        quick = grown is None and not races and not any(recompiles(case.mode, mode) for _, mode in wanted)
+        self.tally.compiled_last[backend.name] = bool(wanted or races or grown) and not quick
         if not wanted and not races and grown is None:
             return [], {}
+        if quick:  # only run-time knobs change: the base run's compile serves, in its worker
+            mode = _merged({**case.mode, "detect_races": False}, [mode for _, mode in wanted])
+            return self._knobs(dataclasses.replace(rerun, variants=wanted, races=False, running=None,
+                                                   case=dataclasses.replace(case, mode=mode)),
+                               base, paths, wanted, races=False)
         own = rerun if rerun.grown is None else _on_own_inputs(rerun)
         if grown is None:
             return self._knobs(own, base, paths, wanted, races)

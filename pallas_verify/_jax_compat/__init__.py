@@ -43,6 +43,7 @@ from pallas_verify._jax_compat.knobs import SKIPPED_CHECKS as SKIPPED_CHECKS
 from pallas_verify._jax_compat.knobs import kernel_knobs as kernel_knobs
 from pallas_verify._jax_compat.knobs import rerun_kinds as rerun_kinds
 from pallas_verify._jax_compat.knobs import settled as settled
+from pallas_verify._jax_compat.memwatch import RUN_TIME as RUN_TIME
 from pallas_verify._jax_compat.memwatch import MemoryPlan as MemoryPlan
 from pallas_verify._jax_compat.memwatch import on_grid_point as on_grid_point
 from pallas_verify._jax_compat.memwatch import watch as watch_memory
@@ -84,6 +85,7 @@ __all__ = [
     "RACE_MARKER",
     "RERUNS",
     "REVISIT_ANY_DECLARED",
+    "RUN_TIME",
     "SETTLED",
     "SIDE_EFFECTS",
     "SIDE_EFFECT_DROPPED",

@@ -134,19 +134,19 @@ def settled(kinds: frozenset[str], seen: MemoryWatch | None) -> tuple[frozenset[
 
 
 def _plan(eqn: Any) -> MemoryPlan | None:
-    """What a watch of one pallas_call needs, or None where it cannot follow the kernel."""
+    """What a watch of one pallas_call needs (``followed`` False where it cannot follow
+    every access), or None for a kernel over a mesh or one jax's classes do not describe."""
     if eqn.primitive.name != "pallas_call":
         return None
     try:
         gm = grid_mapping(eqn)
-        if any(space == _SEMAPHORE_SPACE for _, space, _, _ in kernel_params(gm.body)):
-            return None
-        if any(e.primitive.name in _UNWATCHED for e in equations(gm.body)) or _swap_value_used(gm.body):
-            return None
+        followed = not (any(space == _SEMAPHORE_SPACE for _, space, _, _ in kernel_params(gm.body))
+                        or any(e.primitive.name in _UNWATCHED for e in equations(gm.body))
+                        or _swap_value_used(gm.body))
         # As TPU interpret mode reads them (a dynamic grid dimension is never parallel there).
         parallel = tuple(s == "parallel" for s in gm.declared_semantics) or (False,) * len(gm.grid)
         return MemoryPlan(input_shapes=tuple(b.array_shape for b in gm.blocks[:gm.num_inputs]),
-                          num_index_operands=gm.num_index_operands, parallel=parallel)
+                          num_index_operands=gm.num_index_operands, parallel=parallel, followed=followed)
     except Exception:
         return None
 

@@ -22,10 +22,18 @@ interpreter's copies (a store right after a read: an input block into its buffer
 output block back to HBM) keep what they copy as it was: an input block's elements stay
 the inputs', written before any sweep, and the padding they copy stays fill.
 
-What is not followed, so a caller keeps every rerun there (``plan`` is None): explicit
-DMAs, which copy asynchronously, and semaphores; host callbacks that return values;
-kernels of several pallas_calls, or over a mesh; a kernel that uses the old value a
-``swap`` returns (``ref[...] = x`` discards it). Anything unexpected while recording
+Three knobs are read only while a run runs (``RUN_TIME``): the fill, when DMAs complete,
+and race detection. ``watch`` applies them to a run compiled with other values of them, so
+that a rerun changing only these reuses the compiled run: each pallas_call's memory takes
+them when it is made, and every allocation's unwritten elements are filled with the fill
+asked for (as the interpreter fills them: inputs padded to their blocks, outputs, scratch,
+``run_scoped`` buffers; the fill it traced in is replaced). The fill needs the plan (which
+elements of a buffer hold data); the other two do not.
+
+What is not followed, so a caller keeps every rerun there (``plan.followed`` is False):
+explicit DMAs, which copy asynchronously, and semaphores; host callbacks that return
+values; a kernel that uses the old value a ``swap`` returns (``ref[...] = x`` discards
+it). Kernels of several pallas_calls, or over a mesh, have no plan. Anything unexpected while recording
 makes the watch report everything (``broken``): a rerun is never skipped on a guess.
 """
 
@@ -34,12 +42,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["MemoryPlan", "MemoryWatch", "on_grid_point", "watch"]
+__all__ = ["RUN_TIME", "MemoryPlan", "MemoryWatch", "on_grid_point", "watch"]
+
+#: The knobs of InterpretParams that TPU interpret mode reads only at run time (those a
+#: watch can apply to a run compiled with other values), with their upstream defaults.
+RUN_TIME: dict[str, Any] = {"uninitialized_memory": "nan", "dma_execution_mode": "on_wait", "detect_races": False}
 
 # A shadow element's writer: nothing yet, or written before the kernel ran (its inputs,
 # its scalar prefetch); a sweep's number otherwise (>= 0).
@@ -60,11 +72,14 @@ class MemoryPlan:
         rest of it is the padding of overhanging blocks).
       num_index_operands: scalar-prefetch operands (their SMEM buffers hold data).
       parallel: per grid dimension, whether TPU interpret mode runs it as "parallel".
+      followed: whether a watch can follow every access of the kernel (module docstring);
+        where not, it says every knob could change the outputs.
     """
 
     input_shapes: tuple[tuple[int, ...], ...]
     num_index_operands: int
     parallel: tuple[bool, ...]
+    followed: bool = True
 
 
 @dataclasses.dataclass
@@ -92,9 +107,12 @@ class MemoryWatch:
     _allocated: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict, repr=False)  # before the grid
     _in_grid: bool = False
 
+    fill_value: str | None = None  # the fill every unwritten element of a new buffer gets
+
     def saw(self) -> dict[str, bool]:
-        """``fill`` and ``order`` as one mapping (both True when broken)."""
-        return {"fill": self.broken or self.fill, "order": self.broken or self.order}
+        """``fill`` and ``order`` as one mapping (both True when broken or not followed)."""
+        unknown = self.broken or not self.plan.followed
+        return {"fill": unknown or self.fill, "order": unknown or self.order}
 
     # -- events, each under the lock (two cores run as two threads) --------------------
 
@@ -116,10 +134,11 @@ class MemoryWatch:
         self._sweep.clear()
         self._copied.clear()
 
-    def allocated(self, key: Any, shape: tuple[int, ...], logical: tuple[int, ...]) -> None:
+    def allocated(self, key: Any, content: np.ndarray, logical: tuple[int, ...]) -> None:
         """A buffer: before the grid, the first HBM ones hold the inputs (in their array's
-        shape) and the first SMEM ones of each core the scalar prefetch; the rest is fill."""
-        space, core = key[0], key[-1]
+        shape) and the first SMEM ones of each core the scalar prefetch; the rest is fill
+        (``fill_value``'s, when one is asked for)."""
+        space, core, shape = key[0], key[-1], content.shape
         writers = np.full(shape, _UNWRITTEN, dtype=np.int32)
         if not self._in_grid:
             n = self._allocated.get((space, core), 0)
@@ -132,6 +151,10 @@ class MemoryWatch:
         self._logical[key] = logical
         if space in _HBM:
             self._readers[key] = np.full(shape, _NO_READER, dtype=np.int32)
+        if self.fill_value is not None:
+            from jax._src.pallas.mosaic.interpret import utils
+
+            content[writers == _UNWRITTEN] = utils.get_uninitialized_value(content.dtype, self.fill_value)
 
     def released(self, key: Any, alive: bool) -> None:
         if not alive:
@@ -214,6 +237,7 @@ def _clip(rnge: tuple[Any, ...], shape: tuple[int, ...], limit: tuple[int, ...] 
 # -- hooks --------------------------------------------------------------------------------
 
 _CURRENT: list[MemoryWatch | None] = [None]
+_RUN_TIME: list[Mapping[str, Any]] = [{}]  # the run-time knobs of the run in progress
 _INSTALL = threading.Lock()
 _INSTALLED = [False]
 
@@ -227,19 +251,19 @@ def on_grid_point(point: Sequence[int], core: int) -> None:
 
 
 @contextlib.contextmanager
-def watch(plan: MemoryPlan | None) -> Iterator[MemoryWatch | None]:
-    """Record what the TPU interpret mode run inside does with its memory (None for a
-    kernel the watch cannot follow: ``plan`` is None)."""
-    if plan is None:
-        yield None
-        return
+def watch(plan: MemoryPlan | None, run_time: Mapping[str, Any] | None = None) -> Iterator[MemoryWatch | None]:
+    """Record what the TPU interpret mode run inside does with its memory (None without a
+    plan), applying the ``run_time`` knobs (``RUN_TIME``; the fill only with a plan)."""
+    run_time = dict(run_time or {})
+    if plan is None and "uninitialized_memory" in run_time:
+        raise ValueError("the fill is applied at run time only with a plan (which elements hold data)")
     _install()
-    current = MemoryWatch(plan)
-    _CURRENT[0] = current
+    current = MemoryWatch(plan, fill_value=run_time.get("uninitialized_memory")) if plan is not None else None
+    _CURRENT[0], _RUN_TIME[0] = current, run_time
     try:
         yield current
     finally:
-        _CURRENT[0] = None
+        _CURRENT[0], _RUN_TIME[0] = None, {}
 
 
 def _event(name: str, *args: Any, **kwargs: Any) -> None:
@@ -266,6 +290,8 @@ def _install() -> None:
 
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             init(self, *args, **kwargs)
+            for knob, value in _RUN_TIME[0].items():  # read by the run from here on
+                object.__setattr__(self, knob, value)
             _event("new_call")
 
         def allocate_buffer(self: Any, key: Any, *args: Any, **kwargs: Any) -> Any:
@@ -273,7 +299,7 @@ def _install() -> None:
             out = allocate(self, key, *args, **kwargs)
             if fresh:
                 buffer = self.mem[key]
-                _event("allocated", key, tuple(buffer.shape), tuple(buffer.logical_shape))
+                _event("allocated", key, buffer.content, tuple(buffer.logical_shape))
             return out
 
         def deallocate_buffer(self: Any, key: Any, *args: Any, **kwargs: Any) -> Any:

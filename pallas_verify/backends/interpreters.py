@@ -100,25 +100,35 @@ class TpuInterpret:
         return outcome
 
     def _run(self, case: Case, mode: Mapping[str, Any]) -> Outcome:
-        from jax.experimental.pallas import tpu as pltpu
-
-        with _jax_compat.tpu_target(), _jax_compat.deadlock_watch(), schedule.recording() as ran:
+        with _jax_compat.tpu_target(), _jax_compat.deadlock_watch():
             kinds, plan = kernel_knobs(case)
             skipped = ("race",) if mode.get("detect_races") and not races_possible(kinds, mode) else ()
             mode = {**mode, **({"detect_races": False} if skipped else {})}
-            params = pltpu.InterpretParams(**{**_TPU_DEFAULTS, "grid_point_recorder": schedule.RECORDER, **mode})
-            # Where a rerun could change the outputs only through memory, the run's memory says whether it can.
-            watched = plan if kinds & frozenset(_jax_compat.SETTLED) else None
-            with _jax_compat.watch_memory(watched) as seen:
-                outcome = execute(case, params)  # a deadlock ends the run as `deadlock`
+            # Where a rerun could change the outputs only through memory, the run's memory says
+            # whether it can; a fill other than the default is applied to the run by the watch.
+            run_time = {knob: mode.get(knob, default) for knob, default in _jax_compat.RUN_TIME.items()}
+            refill = run_time["uninitialized_memory"] != _jax_compat.RUN_TIME["uninitialized_memory"]
+            watched = plan if kinds & frozenset(_jax_compat.SETTLED) or refill else None
+            if watched is None:
+                del run_time["uninitialized_memory"]
+            outcome, seen = _execute(case, mode, run_time, watched)
+            if seen is not None and seen.broken and refill:  # the fill may not have been applied: compile it in
+                del run_time["uninitialized_memory"]
+                outcome, seen = _execute(case, mode, run_time, None)
         outcome = _in_kernel_terms(case, _with_declared_revisit(case, outcome))
         reruns, settled = _jax_compat.settled(kinds, seen if outcome.ok else None)
-        return dataclasses.replace(outcome, reruns=reruns, settled=tuple(sorted(settled)), skipped=skipped,
-                                   schedule=tuple(ran))
+        return dataclasses.replace(outcome, reruns=reruns, settled=tuple(sorted(settled)), skipped=skipped)
 
     def interpret_source(self, mode: Mapping[str, Any]) -> str:
         """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers)."""
         return f"pltpu.InterpretParams(**{ {**_TPU_DEFAULTS, **mode}!r})"
+
+    def recompiles(self, mode: Mapping[str, Any], variant: Mapping[str, Any]) -> bool:
+        """Whether a run in ``variant`` compiles anew after one in ``mode``: not when they
+        differ only in knobs read at run time (``_jax_compat.RUN_TIME``), which ``run``
+        applies to the run compiled for ``mode`` (in the same process)."""
+        knobs = (set(mode) | set(variant)) - set(_jax_compat.RUN_TIME)
+        return any(mode.get(k) != variant.get(k) for k in knobs)
 
     def witness_mode(self) -> dict[str, Any]:
         """The mode it witnesses another backend's upstream limitation in (attribution):
@@ -155,6 +165,21 @@ class TpuInterpret:
 
 #: What the ``race`` rerun sets over the base mode: race detection on 2 cores.
 RACE_DETECTION: dict[str, Any] = {"detect_races": True, "num_cores_or_threads": 2}
+
+
+def _execute(case: Case, mode: Mapping[str, Any], run_time: Mapping[str, Any],
+             plan: _jax_compat.MemoryPlan | None) -> tuple[Outcome, Any]:
+    """Run ``case`` in TPU interpret mode ``mode``, compiled with the upstream defaults of
+    the ``run_time`` knobs and given their values while it runs (``_jax_compat.watch_memory``):
+    examples and reruns that differ only in those share one compiled run. The outcome, and
+    the watch of its memory (None without ``plan``); the outcome carries the schedule run."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    compiled = {knob: value for knob, value in mode.items() if knob not in run_time}
+    params = pltpu.InterpretParams(**{**_TPU_DEFAULTS, "grid_point_recorder": schedule.RECORDER, **compiled})
+    with schedule.recording() as ran, _jax_compat.watch_memory(plan, run_time) as seen:
+        outcome = execute(case, params)  # a deadlock ends the run as `deadlock`
+    return dataclasses.replace(outcome, schedule=tuple(ran)), seen
 
 
 def _hbm_in_run_scoped(refused: Outcome, allowed: Outcome) -> Outcome:

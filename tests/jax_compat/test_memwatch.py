@@ -188,3 +188,56 @@ def test_the_planted_order_and_fill_bugs_keep_their_reruns_in_every_base_mode(na
         outcome = TpuInterpret().run(Case(spec=mutant.spec, config=config, inputs=inputs, backend="tpu_interpret",
                                           mode={"detect_races": False, **mode}))
         assert outcome.reruns & {FILL, GRID_ORDER}, mode
+
+
+def _faithful(case):
+    """``case`` run with every knob compiled in (no run-time knobs, no watch)."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    from pallas_verify import _jax_compat
+    from pallas_verify.backends import schedule
+    from pallas_verify.backends.execute import execute
+    from pallas_verify.backends.interpreters import _TPU_DEFAULTS
+
+    params = pltpu.InterpretParams(**{**_TPU_DEFAULTS, "grid_point_recorder": schedule.RECORDER, **case.mode})
+    with _jax_compat.tpu_target(), _jax_compat.deadlock_watch():
+        return execute(case, params)
+
+
+@pytest.mark.parametrize("name", ["ragged_add", "double_buffer", "run_scoped_copy", "tile_padding_leak",
+                                  "unmasked_ragged_reduction", "missing_acc_init", "read_before_wait",
+                                  "write_dma_dest_in_flight", "upstream_tpu_gmm"])
+def test_knobs_applied_at_run_time_give_the_bits_they_give_compiled_in(name):
+    """The fill, the DMA timing and race detection are applied to a run compiled with their
+    defaults (so reruns that change only them reuse the compile): the outcome must be the
+    one TPU interpret mode gives with them compiled in, bit for bit, NaNs, races and all."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as hst
+
+    from benchmarks.clean_pass import CATALOG, UPSTREAM
+    from reference_kernels.mutants import mutants
+
+    specs = {m.spec.name: m.spec for m in mutants()}
+    for module, attr in CATALOG + UPSTREAM:
+        spec = getattr(__import__(module, fromlist=[attr]), attr)
+        specs[spec.name] = spec
+    spec = specs[name]
+    examples = []
+
+    @settings(max_examples=2, database=None, derandomize=True)
+    @given(hst.data())
+    def draw(data):
+        config = data.draw(spec.configs)
+        examples.append((config, tuple(data.draw(spec.inputs(config)))))
+
+    draw()
+    for (config, inputs), (fill, dma, races) in zip(examples * 2, [("zero", "eager", False), ("zero", "on_wait", True),
+                                                                   ("nan", "eager", True), ("zero", "eager", True)],
+                                                     strict=False):
+        case = Case(spec=spec, config=config, inputs=inputs, backend="tpu_interpret",
+                    mode={"uninitialized_memory": fill, "dma_execution_mode": dma, "detect_races": races})
+        ours, theirs = TpuInterpret().run(case), _faithful(case)
+        assert (ours.error is None, ours.races) == (theirs.error is None, theirs.races), (config, case.mode)
+        if ours.outputs is not None:
+            for a, b in zip(ours.outputs, theirs.outputs, strict=True):
+                assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), (config, case.mode)

@@ -107,3 +107,24 @@ def test_a_change_the_one_rerun_shows_is_named_by_running_it_alone():
                                                         "dma_execution_mode": "on_wait"})
     assert [f.kind for f in found] == ["uninitialized_read"]
     assert "uninitialized_memory changes from 'zero' to 'nan'" in found[0].message
+
+
+def test_a_rerun_of_the_fill_alone_reuses_the_base_runs_compile():
+    """The fill and DMA reruns change only knobs read at run time: they run right after the
+    base run on its compile (one executable for the two runs)."""
+    from pallas_verify.backends.execute import jitted
+    from pallas_verify.case import Case
+    from reference_kernels.elementwise import RAGGED_ADD
+
+    config = {"block_rows": 8, "block_cols": 128, "dimension_semantics": ("arbitrary", "arbitrary")}
+    inputs = tuple(np.ones((13, 256), np.float32) for _ in range(2))  # the last row block overhangs
+    backend = _Counting()
+    base = {**HIDING, "detect_races": True, "uninitialized_memory": "zero", "dma_execution_mode": "on_wait"}
+    with Runner(RAGGED_ADD, isolate="never") as runner:
+        runner.shapes.due = lambda case: None  # no shape_invariance rerun: the knobs' alone
+        assert runner.check(config, inputs, backend, base) == []
+    assert len(backend.ran) == 2, backend.ran
+    (_, shapes), (rerun, rerun_shapes) = backend.ran
+    assert rerun_shapes == shapes and rerun["uninitialized_memory"] == "nan"
+    case = Case(spec=RAGGED_ADD, config=config, inputs=inputs, backend="tpu_interpret")
+    assert jitted(case)._cache_size() == 1
