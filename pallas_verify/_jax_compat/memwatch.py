@@ -22,19 +22,20 @@ interpreter's copies (a store right after a read: an input block into its buffer
 output block back to HBM) keep what they copy as it was: an input block's elements stay
 the inputs', written before any sweep, and the padding they copy stays fill.
 
-Three knobs are read only while a run runs (``RUN_TIME``): the fill, when DMAs complete,
-and race detection. ``watch`` applies them to a run compiled with other values of them, so
-that a rerun changing only these reuses the compiled run: each pallas_call's memory takes
-them when it is made, and every allocation's unwritten elements are filled with the fill
-asked for (as the interpreter fills them: inputs padded to their blocks, outputs, scratch,
-``run_scoped`` buffers; the fill it traced in is replaced). The fill needs the plan (which
+Three knobs can be given to a run after it is compiled (``RUN_TIME``), so that a rerun
+changing only these reuses the compiled run: when DMAs complete and race detection are
+read only while it runs (each pallas_call's memory takes them when it is made); the fill
+is traced in, but only into memory nothing has written yet (inputs padded to their
+blocks, outputs, scratch, ``run_scoped`` buffers), whose every unwritten element the
+watch refills with the fill asked for as the buffer is made. The fill needs a plan (which
 elements of a buffer hold data); the other two do not.
 
 What is not followed, so a caller keeps every rerun there (``plan.followed`` is False):
 explicit DMAs, which copy asynchronously, and semaphores; host callbacks that return
 values; a kernel that uses the old value a ``swap`` returns (``ref[...] = x`` discards
-it). Kernels of several pallas_calls, or over a mesh, have no plan. Anything unexpected while recording
-makes the watch report everything (``broken``): a rerun is never skipped on a guess.
+it). Kernels of several pallas_calls, or over a mesh, have no plan. Anything unexpected
+while recording makes the watch report everything (``broken``): a rerun is never skipped
+on a guess.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ import numpy as np
 
 __all__ = ["RUN_TIME", "MemoryPlan", "MemoryWatch", "on_grid_point", "watch"]
 
-#: The knobs of InterpretParams that TPU interpret mode reads only at run time (those a
-#: watch can apply to a run compiled with other values), with their upstream defaults.
+#: The knobs of InterpretParams a watch can give a run compiled with other values of them
+#: (module docstring), with their upstream defaults.
 RUN_TIME: dict[str, Any] = {"uninitialized_memory": "nan", "dma_execution_mode": "on_wait", "detect_races": False}
 
 # A shadow element's writer: nothing yet, or written before the kernel ran (its inputs,
@@ -91,12 +92,15 @@ class MemoryWatch:
       order: a sweep read memory another sweep wrote, or wrote an HBM element another
         sweep wrote or read.
       broken: recording failed somewhere: every knob counts as able to change the outputs.
+      fill_value: the fill every unwritten element of a new buffer gets (``"nan"``,
+        ``"zero"``), or None to leave the one the run was compiled with.
     """
 
     plan: MemoryPlan
     fill: bool = False
     order: bool = False
     broken: bool = False
+    fill_value: str | None = None
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
     _writers: dict[Any, np.ndarray] = dataclasses.field(default_factory=dict, repr=False)
     _readers: dict[Any, np.ndarray] = dataclasses.field(default_factory=dict, repr=False)
@@ -106,8 +110,6 @@ class MemoryWatch:
     _logical: dict[Any, tuple[int, ...]] = dataclasses.field(default_factory=dict, repr=False)  # writes clip to it
     _allocated: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict, repr=False)  # before the grid
     _in_grid: bool = False
-
-    fill_value: str | None = None  # the fill every unwritten element of a new buffer gets
 
     def saw(self) -> dict[str, bool]:
         """``fill`` and ``order`` as one mapping (both True when broken or not followed)."""
@@ -162,6 +164,8 @@ class MemoryWatch:
                 table.pop(key, None)
 
     def read(self, key: Any, rnge: Sequence[Any], got: np.ndarray | None, thread: Any) -> None:
+        if not self.plan.followed:  # only the allocations matter (the fill)
+            return
         writers = self._writers.get(key)
         if writers is None:
             self.broken = True
@@ -191,6 +195,8 @@ class MemoryWatch:
         """A write: the kernel's (a swap), or one of the interpreter's copies (a store: an
         input block into its buffer, an output block back to HBM), which keeps the inputs'
         elements the inputs' and the fill the fill, as it copies them from the read before."""
+        if not self.plan.followed:
+            return
         writers = self._writers.get(key)
         if writers is None:
             self.broken = True
