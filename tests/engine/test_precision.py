@@ -148,8 +148,9 @@ def _cancelling(seed: int) -> tuple[np.ndarray, ...]:
     z = rng.standard_normal((256, 128))
     x, y = (1000 + rng.standard_normal((16, 512))).astype(np.float32), np.concatenate([z, -z]).astype(np.float32)
     kernel = np.zeros((16, 128), np.float32)
-    for j in range(0, 512, 128):
-        kernel = (kernel + x[:, j:j + 128] @ y[j:j + 128]).astype(np.float32)
+    for j in range(0, 512, 128):  # float32 sums without BLAS, whose kernels round differently per build
+        tile = (x[:, j:j + 128, None] * y[j:j + 128][None]).sum(axis=1, dtype=np.float32)
+        kernel = (kernel + tile).astype(np.float32)
     shadow = x @ y
     return kernel.astype(BF16), shadow.astype(BF16), x.astype(np.float64) @ y.astype(np.float64), shadow
 
@@ -160,7 +161,7 @@ def test_cancellation_next_to_large_terms_is_not_a_false_fail(seed):
     steps = precision.steps(np.dtype(BF16), truth)
     k_steps = np.abs(kernel.astype(np.float64) - truth) / steps
     r_steps = np.abs(expected.astype(np.float64) - truth) / steps
-    assert k_steps.max() > 100  # near-zero outputs: the float32 noise is many bf16 steps there...
+    assert k_steps.max() > 50  # near-zero outputs: the float32 noise is many bf16 steps there...
     assert (k_steps > 4 * r_steps + 2).any()  # ...where the reference happens to be closer
     judged = compare("out", kernel, expected, None, truth, shadow=shadow)
     assert judged.ok and judged.margin <= 0.5, judged.describe()
