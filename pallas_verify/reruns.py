@@ -142,16 +142,13 @@ class Reruns:
         self.tally.count(backend.name, kinds, [kind for kind, _ in wanted] + [RACE] * races, base.skipped, base.settled)
         grown = rerun.grown if rerun.grown is not None and self.shapes.applies(case, rerun.grown, expected) else None
         recompiles = getattr(backend, "recompiles", lambda mode, variant: True)
-        quick = grown is None and not races and not any(recompiles(case.mode, mode) for _, mode in wanted)
-        self.tally.compiled_last[backend.name] = bool(wanted or races or grown) and not quick
+        quick = not races and not any(recompiles(case.mode, mode) for _, mode in wanted)
+        self.tally.compiled_last[backend.name] = races or grown is not None or (bool(wanted) and not quick)
         if not wanted and not races and grown is None:
             return [], {}
-        if quick:  # only run-time knobs change: the base run's compile serves, in its worker
-            mode = _merged({**case.mode, "detect_races": False}, [mode for _, mode in wanted])
-            return self._knobs(dataclasses.replace(rerun, variants=wanted, races=False, running=None,
-                                                   case=dataclasses.replace(case, mode=mode)),
-                               base, paths, wanted, races=False)
-        own = rerun if rerun.grown is None else _on_own_inputs(rerun)
+        # The knobs on the example's own inputs: where only run-time knobs change, a rerun of
+        # them alone on the base run's compile (in its worker); else the one rerun's knobs.
+        own = _quick(rerun, wanted) if quick else rerun if rerun.grown is None else _on_own_inputs(rerun)
         if grown is None:
             return self._knobs(own, base, paths, wanted, races)
         variant = self._outcome(rerun)
@@ -199,6 +196,13 @@ class Reruns:
         if rerun.running is not None:
             return self.sandbox.collect(rerun.running)
         return self.sandbox.run(rerun.case, rerun.backend)
+
+
+def _quick(rerun: Rerun, wanted: list[tuple[str, dict[str, Any]]]) -> Rerun:
+    """The rerun of the ``wanted`` knobs alone, on the example's own inputs, not started."""
+    mode = _merged({**rerun.base.mode, "detect_races": False}, [mode for _, mode in wanted])
+    return dataclasses.replace(rerun, variants=wanted, races=False, grown=None, running=None,
+                               case=dataclasses.replace(rerun.base, mode=mode))
 
 
 def _on_own_inputs(rerun: Rerun) -> Rerun:

@@ -70,6 +70,10 @@ _UNWATCHED = frozenset({"dma_start", "dma_wait", "semaphore_signal", "semaphore_
                         "get_barrier_semaphore", "emit_pipeline", "pipeline_body", "io_callback", "pure_callback"})
 
 
+# Primitives that run a kernel on several devices, which share one interpreter memory.
+_MANY_DEVICES = frozenset({"shard_map", "xla_pmap", "pmap"})
+
+
 def rerun_kinds(fn: Callable[..., Any], args: Sequence[Any]) -> frozenset[str]:
     """The reruns of ``RERUNS`` whose knob can change the outputs of ``fn(*args)``
     (every one when the kernel cannot be read)."""
@@ -86,10 +90,12 @@ def kernel_knobs(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[frozenset
     except Exception:  # the run itself reports a kernel that does not trace
         return _ALL, None
     knobs: set[str] = set()
-    kernels = [eqn for eqn in equations(closed.jaxpr) if is_kernel(eqn)]
+    eqns = list(equations(closed.jaxpr))
+    kernels = [eqn for eqn in eqns if is_kernel(eqn)]
     for eqn in kernels:
         knobs |= _kernel_knobs(eqn)
-    return frozenset(knobs), _plan(kernels[0]) if len(kernels) == 1 else None
+    one_device = not any(eqn.primitive.name in _MANY_DEVICES for eqn in eqns)
+    return frozenset(knobs), _plan(kernels[0]) if len(kernels) == 1 and one_device else None
 
 
 def _kernel_knobs(eqn: Any) -> frozenset[str]:

@@ -108,7 +108,7 @@ class MemoryWatch:
     _sweeps: dict[tuple[int, ...], int] = dataclasses.field(default_factory=dict, repr=False)
     _copied: dict[int, np.ndarray] = dataclasses.field(default_factory=dict, repr=False)  # core -> last read
     _logical: dict[Any, tuple[int, ...]] = dataclasses.field(default_factory=dict, repr=False)  # writes clip to it
-    _allocated: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict, repr=False)  # before the grid
+    _allocated: dict[tuple[str, int, int], int] = dataclasses.field(default_factory=dict, repr=False)  # pre-grid
     _in_grid: bool = False
 
     def saw(self) -> dict[str, bool]:
@@ -118,12 +118,14 @@ class MemoryWatch:
 
     # -- events, each under the lock (two cores run as two threads) --------------------
 
-    def new_call(self) -> None:
-        """A new SharedMemory: the pallas_call starts (again, inside a loop)."""
+    def new_call(self, num_devices: int) -> None:
+        """A new SharedMemory: the pallas_call starts (again, inside a loop). Several devices
+        share one memory whose grid points the recorder does not tell apart: not followed."""
         for table in (self._writers, self._readers, self._logical, self._sweep, self._sweeps, self._copied,
                       self._allocated):
             table.clear()
         self._in_grid = False
+        self.broken |= num_devices > 1
 
     def grid_point(self, point: Sequence[int], core: int) -> None:
         coords = tuple(int(p) for p, par in zip(point, self.plan.parallel, strict=False) if par)
@@ -140,11 +142,11 @@ class MemoryWatch:
         """A buffer: before the grid, the first HBM ones hold the inputs (in their array's
         shape) and the first SMEM ones of each core the scalar prefetch; the rest is fill
         (``fill_value``'s, when one is asked for)."""
-        space, core, shape = key[0], key[-1], content.shape
+        (space, _, device, core), shape = key, content.shape
         writers = np.full(shape, _UNWRITTEN, dtype=np.int32)
         if not self._in_grid:
-            n = self._allocated.get((space, core), 0)
-            self._allocated[space, core] = n + 1
+            n = self._allocated.get((space, device, core), 0)
+            self._allocated[space, device, core] = n + 1
             if space in _HBM and n < len(self.plan.input_shapes):
                 writers[tuple(slice(0, s) for s in self.plan.input_shapes[n])] = _BEFORE
             elif space == "smem" and n < self.plan.num_index_operands:
@@ -153,7 +155,7 @@ class MemoryWatch:
         self._logical[key] = logical
         if space in _HBM:
             self._readers[key] = np.full(shape, _NO_READER, dtype=np.int32)
-        if self.fill_value is not None:
+        if self.fill_value is not None and not self.broken:  # a broken watch changes nothing
             from jax._src.pallas.mosaic.interpret import utils
 
             content[writers == _UNWRITTEN] = utils.get_uninitialized_value(content.dtype, self.fill_value)
@@ -264,7 +266,9 @@ def watch(plan: MemoryPlan | None, run_time: Mapping[str, Any] | None = None) ->
     if plan is None and "uninitialized_memory" in run_time:
         raise ValueError("the fill is applied at run time only with a plan (which elements hold data)")
     _install()
-    current = MemoryWatch(plan, fill_value=run_time.get("uninitialized_memory")) if plan is not None else None
+    fill = run_time.get("uninitialized_memory", RUN_TIME["uninitialized_memory"])
+    refill = fill if fill != RUN_TIME["uninitialized_memory"] else None  # runs compile the default in
+    current = MemoryWatch(plan, fill_value=refill) if plan is not None else None
     _CURRENT[0], _RUN_TIME[0] = current, run_time
     try:
         yield current
@@ -298,7 +302,7 @@ def _install() -> None:
             init(self, *args, **kwargs)
             for knob, value in _RUN_TIME[0].items():  # read by the run from here on
                 object.__setattr__(self, knob, value)
-            _event("new_call")
+            _event("new_call", self.num_devices)
 
         def allocate_buffer(self: Any, key: Any, *args: Any, **kwargs: Any) -> Any:
             fresh = key not in self.mem

@@ -241,3 +241,29 @@ def test_knobs_applied_at_run_time_give_the_bits_they_give_compiled_in(name):
         if ours.outputs is not None:
             for a, b in zip(ours.outputs, theirs.outputs, strict=True):
                 assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), (config, case.mode)
+
+
+def test_several_devices_sharing_one_memory_are_not_followed_and_never_refilled():
+    """Devices share one interpreter memory and the grid-point recorder does not name the
+    device: a watch of such a run settles nothing and leaves the fill as compiled (a kernel
+    over shard_map has no plan; at run time, a memory of several devices breaks the watch)."""
+    from jax.sharding import Mesh, PartitionSpec
+
+    from pallas_verify._jax_compat import kernel_knobs
+
+    def copy(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    def sharded(x):
+        call = pl.pallas_call(copy, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))
+        mesh = Mesh(np.array(jax.devices()[:1]), ("d",))
+        return jax.shard_map(call, mesh=mesh, in_specs=PartitionSpec("d"), out_specs=PartitionSpec("d"))(x)
+
+    assert kernel_knobs(sharded, [jax.ShapeDtypeStruct((8, 128), jnp.float32)])[1] is None
+    watch = MemoryWatch(MemoryPlan(input_shapes=((8, 128),), num_index_operands=0, parallel=(False,)),
+                        fill_value="zero")
+    watch.new_call(num_devices=2)
+    content = np.full((8, 128), np.nan, np.float32)
+    watch.allocated(("hbm", 100, 1, 0), content, (8, 128))  # device 1's input, counted as the first of none
+    assert watch.broken and np.isnan(content).all()
+    assert settled(frozenset({FILL, GRID_ORDER}), watch) == (frozenset({FILL, GRID_ORDER}), frozenset())

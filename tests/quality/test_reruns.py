@@ -29,6 +29,9 @@ pytestmark = pytest.mark.quality
      "uninitialized_read"),
     ("tile_padding_leak", {"uninitialized_memory": "zero", "dma_execution_mode": "on_wait"}, "uninitialized_read"),
     ("read_before_wait", {"uninitialized_memory": "nan", "dma_execution_mode": "eager"}, "dma_ordering"),
+    # Zero fill and one sweep per core hide it; no scratch or padding in its jaxpr, but its
+    # base run reads its output block before writing it: the watch adds the fill rerun.
+    ("missing_acc_init", {"uninitialized_memory": "zero", "num_cores_or_threads": 2}, "uninitialized_read"),
 ])
 def test_a_rerun_finds_the_bug_its_base_mode_hides(name, hiding, kind):
     m = MUTANTS[name]
