@@ -16,11 +16,12 @@ as ``repeats`` times the median warm run):
 the in-process ratio and the cold and warm parts are reported beside it.
 
 A full example costs more than one execution, by design: the reference runs once per
-example, and on TPU interpret mode three metamorphic reruns follow the base run (each
-with one knob changed). ``example_cost`` times ``Runner.check`` for one example (first
-sight of the example and a repeat) against one bare test example (kernel, reference,
-allclose), all with the base run already compiled; on the first sight the metamorphic
-reruns compile.
+example, and on TPU interpret mode the metamorphic reruns its base run shows could change
+a bit follow it (the fill and DMA ones on the base run's compile, another grid order or
+core count as one rerun that compiles). ``example_cost`` times ``Runner.check`` for one
+example (first sight of the example and a repeat) against one bare test example (kernel,
+reference, allclose), all with the base run already compiled; on the first sight a rerun
+that changes the grid order compiles.
 """
 
 from __future__ import annotations
