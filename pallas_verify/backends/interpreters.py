@@ -142,10 +142,10 @@ class TpuInterpret:
         A correct kernel gives bitwise-identical outputs under each. The knob reruns skip
         race detection (the base run already did it); the ``race`` rerun is race detection
         on 2 cores in another grid order where the base run looked for no race between
-        cores, judged by its race reports alone. Every TPU interpret knob but race detection
-        is applied at trace time, so a rerun retraces and compiles: ``reruns`` runs them all
-        as one rerun (race detection then costs no compile of its own); jax's cache makes a
-        repeated (config, mode) free.
+        cores, judged by its race reports alone. The fill, DMA timing and race detection
+        are given to a run after it is compiled (``recompiles``); another seed or core
+        count retraces and compiles, so ``reruns`` runs those as one rerun; jax's cache makes
+        a repeated (config, mode) free.
         """
         quiet = {**mode, "detect_races": False}
         other = {knob: _other_choice(knob, mode) for knob in ("uninitialized_memory", "dma_execution_mode")}
