@@ -35,7 +35,8 @@ class Scale:
       deadlock_mutants: which deadlocking mutants the deadlock section times (empty: all).
       cluster_units, night_budget_s: fuzz slices timed per executor; budget of each night.
       clean_examples, clean_specs: examples per correct kernel and backend of the clean-pass
-        section; how many of its kernels (0: all).
+        section (default the ``ci`` profile's 10, what a kernel author's CI run draws); how
+        many of its kernels (0: all).
       precision_examples, precision_only: examples per correct kernel and dtype (the
         mutants run one more); which subjects and mutants (names containing one; empty: all).
       faults: which faults the faults section stages (empty: all).
@@ -59,7 +60,7 @@ class Scale:
     deadlock_mutants: tuple[str, ...] = ()
     cluster_units: int = 12
     night_budget_s: float = 120.0
-    clean_examples: int = 5
+    clean_examples: int = 10  # the ci profile's examples: what a kernel author's CI run draws
     clean_specs: int = 0
     precision_examples: int = 2
     precision_only: tuple[str, ...] = ()

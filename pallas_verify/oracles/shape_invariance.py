@@ -39,9 +39,12 @@ __all__ = ["Grown", "ShapeRerun", "grown", "sliced"]
 
 #: How many times longer the grown arrays are.
 FACTOR = 2
-#: Shape reruns per backend and kernel: each costs a kernel run on inputs twice as long,
-#: and a kernel that picks a tile or an order from the array's shape does so on any shape.
+#: Shape reruns per backend and kernel, on its first example and one every ``SPACING``
+#: examples after: each costs a compile and a run on inputs twice as long, and a kernel
+#: that picks a tile or an order from the array's shape does so on any shape (so a short
+#: run checks once, a ci run of 10 examples twice, a longer one three times).
 RERUNS_PER_BACKEND = 3
+SPACING = 5
 # The reference on grown inputs, sliced back, must give the example's within this (it only
 # tells rows that depend on the others from rows that do not).
 _RTOL = _ATOL = 1e-3
@@ -89,18 +92,22 @@ class ShapeRerun:
     notes: set[str]
     _plans: collections.OrderedDict[Any, Any] = dataclasses.field(default_factory=collections.OrderedDict)
     _done: set[Any] = dataclasses.field(default_factory=set)
+    _asked: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)  # backend -> examples
 
     def due(self, case: Case) -> Grown | None:
-        """The grown inputs of ``case``'s rerun when one is due (counted as done), else None."""
+        """The grown inputs of ``case``'s rerun when one is due (counted as done), else None:
+        on a backend's first example and one every ``SPACING`` after, at most
+        ``RERUNS_PER_BACKEND``, each config and input shapes once."""
         if case.transform is not None or "tpu" not in case.spec.platforms:
             return None
         shapes = tuple((np.shape(x), str(np.asarray(x).dtype)) for x in case.inputs)
         key = (case.backend, config_key(case.config), shapes)
-        if key in self._done:
-            return None
-        if sum(done[0] == case.backend for done in self._done) >= RERUNS_PER_BACKEND:
-            self.notes.add(f"shape_invariance: checked on the first {RERUNS_PER_BACKEND} configs and input shapes "
-                           "per backend (each rerun runs the kernel on inputs twice as long)")
+        self._asked[case.backend] += 1
+        ran = sum(done[0] == case.backend for done in self._done)
+        if key in self._done or (self._asked[case.backend] - 1) % SPACING or ran >= RERUNS_PER_BACKEND:
+            self.notes.add(f"shape_invariance: checked on a backend's first example and one every {SPACING} after, "
+                           f"at most {RERUNS_PER_BACKEND} (each rerun compiles and runs the kernel on inputs twice "
+                           "as long)")
             return None
         self._done.add(key)
         plan = self._plan(case, shapes)

@@ -88,6 +88,13 @@ def test_clean_pass_structure() -> None:
     assert "clean_pass_ratio_tpu_interpret" not in result  # that backend was not asked for
 
 
+def test_the_clean_pass_section_draws_what_a_ci_run_draws() -> None:
+    from benchmarks.run import SCALES
+    from pallas_verify.choices import PROFILES
+
+    assert SCALES["full"].clean_examples == PROFILES["ci"][1]["max_examples"]
+
+
 def test_cost_structure_and_budget() -> None:
     result = cost.cost(grid_points=(1, 2), backends=cost.BACKENDS[:3])
     assert set(result["series"]) == {"interpret", "tpu_interpret", "tpu_interpret+races"}

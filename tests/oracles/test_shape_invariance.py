@@ -118,3 +118,17 @@ def test_rows_the_reference_computes_from_the_array_s_extent_are_left_out():
     assert found == []
     assert notes == {"tpu_interpret: the shape_invariance rerun was left out (the reference's rows depend on the other "
                      "rows along the tiled axis)"}
+
+
+def test_the_rerun_checks_the_first_example_and_one_every_few_after_at_most_three():
+    from pallas_verify.case import Case
+    from pallas_verify.oracles.shape_invariance import RERUNS_PER_BACKEND, SPACING, ShapeRerun
+
+    spec = pv.KernelSpec(name="copy_rows", kernel=lambda x, n: _call(x), reference=lambda x, n: x, configs=st.just({}),
+                         inputs=lambda _: st.just((X,)))
+    notes: set[str] = set()
+    shape = ShapeRerun(notes=notes)
+    due = [shape.due(Case(spec=spec, config={"n": n}, inputs=(np.zeros((8 * (n + 1), 128), np.float32),),
+                          backend="tpu_interpret")) is not None for n in range(4 * SPACING)]
+    assert [i for i, d in enumerate(due) if d] == [0, SPACING, 2 * SPACING][:RERUNS_PER_BACKEND]
+    assert any("one every 5 after, at most 3" in n for n in notes), notes
