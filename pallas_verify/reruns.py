@@ -6,8 +6,8 @@ Which reruns are due is the base run's to say (``Outcome.reruns``): those whose 
 kernel has (its jaxpr) and that its memory shows could change a bit (``_jax_compat``'s
 watch). A rerun that changes only knobs TPU interpret mode reads at run time (the fill,
 when DMAs complete, race detection) reuses the base run's compile, in the base run's
-worker (``Backend.recompiles``): the fill and DMA reruns run so, together, after the base
-run. The others (another grid order and core count, race detection on two cores, the
+worker (a backend's ``recompiles`` says so; without one, every rerun compiles): the fill
+and DMA reruns run so, together, after the base run. The others (another grid order and core count, race detection on two cores, the
 grown inputs) cost a compile, so an example gets **one** such rerun that carries every
 change at once (``Rerun``); it starts beside the base run, in a worker of its own, when a
 core is spare and the kernel's last example needed one. A kernel that lacks a knob is
@@ -50,8 +50,8 @@ class RerunTally:
 
     examples: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     skipped: collections.Counter[tuple[str, str, str]] = dataclasses.field(default_factory=collections.Counter)
-    compiled_last: dict[str, bool] = dataclasses.field(default_factory=dict)  # backend -> its last example's
-    # rerun compiled anew
+    # backend -> whether its last example's rerun compiled anew (the next one's then starts ahead)
+    compiled_last: dict[str, bool] = dataclasses.field(default_factory=dict)
 
     def count(self, backend: str, kinds: Sequence[str], wanted: Sequence[str], skipped: Sequence[str] = (),
               settled: Sequence[str] = ()) -> None:
