@@ -70,6 +70,8 @@ _UNWATCHED = frozenset({"dma_start", "dma_wait", "semaphore_signal", "semaphore_
                         "get_barrier_semaphore", "emit_pipeline", "pipeline_body", "io_callback", "pure_callback"})
 
 
+# Memory spaces TPU interpret mode keeps in HBM (no buffer of the kernel's own).
+_IN_HBM = frozenset({"any", "hbm"})
 # Primitives that run a kernel on several devices, which share one interpreter memory.
 _MANY_DEVICES = frozenset({"shard_map", "xla_pmap", "pmap"})
 
@@ -151,8 +153,14 @@ def _plan(eqn: Any) -> MemoryPlan | None:
                         or _swap_value_used(gm.body))
         # As TPU interpret mode reads them (a dynamic grid dimension is never parallel there).
         parallel = tuple(s == "parallel" for s in gm.declared_semantics) or (False,) * len(gm.grid)
+        # The buffers it makes on each core: blocks not in HBM, then scratch (no semaphores).
+        roles = ["in" if i < gm.num_inputs else "out" for i, b in enumerate(gm.blocks)
+                 if b.memory_space not in _IN_HBM and not b.semaphore]
+        scratch = kernel_params(gm.body)[gm.num_index_operands + len(gm.blocks):]
+        roles += ["scratch" for _, space, _, _ in scratch if space not in _IN_HBM and space != _SEMAPHORE_SPACE]
         return MemoryPlan(input_shapes=tuple(b.array_shape for b in gm.blocks[:gm.num_inputs]),
-                          num_index_operands=gm.num_index_operands, parallel=parallel, followed=followed)
+                          num_index_operands=gm.num_index_operands, parallel=parallel, buffers=tuple(roles),
+                          followed=followed)
     except Exception:
         return None
 

@@ -11,9 +11,10 @@ A knob of TPU interpret mode changes a kernel's outputs only through memory:
 - ``random_seed`` orders, and ``num_cores_or_threads`` splits, the *sweeps* of the grid: a
   sweep is the grid points that share their coordinates along the "parallel" dimensions
   (they run in order, on one core). Their order can change the outputs only if a sweep
-  reads memory another sweep wrote (a scratch or output block buffer carried over), or
-  writes an HBM element another sweep wrote or read (``order``); two cores can race only
-  on what sweeps share.
+  reads memory another sweep wrote (a scratch or output block buffer carried over),
+  writes an HBM element another sweep wrote or read, or writes an output block buffer
+  another sweep wrote since it was last copied out (a write lost before it reached HBM)
+  (``order``); two cores can race only on what sweeps share.
 
 ``watch(plan)`` records every read, write and allocation of the run's memory (per
 element: which sweep last wrote it, and for HBM which sweeps read it) and says which of
@@ -72,6 +73,9 @@ class MemoryPlan:
       input_shapes: each input's array shape (its HBM buffer holds the inputs there; the
         rest of it is the padding of overhanging blocks).
       num_index_operands: scalar-prefetch operands (their SMEM buffers hold data).
+      buffers: the role (``"in"``, ``"out"``, ``"scratch"``) of each buffer the kernel gets
+        in VMEM or SMEM after its scalar prefetch, in the order TPU interpret mode makes
+        them on each core: its blocks not in HBM, then its scratch.
       parallel: per grid dimension, whether TPU interpret mode runs it as "parallel".
       followed: whether a watch can follow every access of the kernel (module docstring);
         where not, it says every knob could change the outputs.
@@ -80,6 +84,7 @@ class MemoryPlan:
     input_shapes: tuple[tuple[int, ...], ...]
     num_index_operands: int
     parallel: tuple[bool, ...]
+    buffers: tuple[str, ...] = ()
     followed: bool = True
 
 
@@ -106,9 +111,12 @@ class MemoryWatch:
     _readers: dict[Any, np.ndarray] = dataclasses.field(default_factory=dict, repr=False)
     _sweep: dict[int, int | None] = dataclasses.field(default_factory=dict, repr=False)  # core -> sweep
     _sweeps: dict[tuple[int, ...], int] = dataclasses.field(default_factory=dict, repr=False)
-    _copied: dict[int, np.ndarray] = dataclasses.field(default_factory=dict, repr=False)  # core -> last read
+    _copied: dict[int, tuple[Any, np.ndarray]] = dataclasses.field(default_factory=dict, repr=False)  # core ->
+    # the key and writers of its last read
+    _outputs: dict[Any, int | None] = dataclasses.field(default_factory=dict, repr=False)  # output block buffer ->
+    # the sweep that wrote it since it was last copied out
     _logical: dict[Any, tuple[int, ...]] = dataclasses.field(default_factory=dict, repr=False)  # writes clip to it
-    _allocated: dict[tuple[str, int, int], int] = dataclasses.field(default_factory=dict, repr=False)  # pre-grid
+    _allocated: dict[tuple[bool, int, int], int] = dataclasses.field(default_factory=dict, repr=False)  # pre-grid
     _in_grid: bool = False
 
     def saw(self) -> dict[str, bool]:
@@ -122,7 +130,7 @@ class MemoryWatch:
         """A new SharedMemory: the pallas_call starts (again, inside a loop). Several devices
         share one memory whose grid points the recorder does not tell apart: not followed."""
         for table in (self._writers, self._readers, self._logical, self._sweep, self._sweeps, self._copied,
-                      self._allocated):
+                      self._outputs, self._allocated):
             table.clear()
         self._in_grid = False
         self.broken |= num_devices > 1
@@ -140,17 +148,21 @@ class MemoryWatch:
 
     def allocated(self, key: Any, content: np.ndarray, logical: tuple[int, ...]) -> None:
         """A buffer: before the grid, the first HBM ones hold the inputs (in their array's
-        shape) and the first SMEM ones of each core the scalar prefetch; the rest is fill
-        (``fill_value``'s, when one is asked for)."""
+        shape) and the first others of each core the scalar prefetch, then the kernel's
+        buffers (``plan.buffers``); the rest is fill (``fill_value``'s, when one is asked for)."""
         (space, _, device, core), shape = key, content.shape
         writers = np.full(shape, _UNWRITTEN, dtype=np.int32)
         if not self._in_grid:
-            n = self._allocated.get((space, device, core), 0)
-            self._allocated[space, device, core] = n + 1
-            if space in _HBM and n < len(self.plan.input_shapes):
+            hbm = space in _HBM
+            n = self._allocated.get((hbm, device, core), 0)
+            self._allocated[hbm, device, core] = n + 1
+            buffer = n - self.plan.num_index_operands
+            if hbm and n < len(self.plan.input_shapes):
                 writers[tuple(slice(0, s) for s in self.plan.input_shapes[n])] = _BEFORE
-            elif space == "smem" and n < self.plan.num_index_operands:
+            elif not hbm and buffer < 0:
                 writers[...] = _BEFORE
+            elif not hbm and buffer < len(self.plan.buffers) and self.plan.buffers[buffer] == "out":
+                self._outputs[key] = None
         self._writers[key] = writers
         self._logical[key] = logical
         if space in _HBM:
@@ -162,7 +174,7 @@ class MemoryWatch:
 
     def released(self, key: Any, alive: bool) -> None:
         if not alive:
-            for table in (self._writers, self._readers, self._logical):
+            for table in (self._writers, self._readers, self._logical, self._outputs):
                 table.pop(key, None)
 
     def read(self, key: Any, rnge: Sequence[Any], got: np.ndarray | None, thread: Any) -> None:
@@ -191,7 +203,7 @@ class MemoryWatch:
             readers = self._readers[key][region]
             readers[...] = np.where(readers == _NO_READER, sweep, np.where(readers == sweep, sweep, _READERS))
             self._readers[key][region] = readers
-        self._copied[core] = np.array(seen, copy=True)
+        self._copied[core] = (key, np.array(seen, copy=True))
 
     def wrote(self, key: Any, rnge: Sequence[Any], value: Any, mask: Any, thread: Any, *, copy: bool) -> None:
         """A write: the kernel's (a swap), or one of the interpreter's copies (a store: an
@@ -205,12 +217,18 @@ class MemoryWatch:
             return
         core, shape = int(thread[1]), tuple(np.shape(value))
         mask = None if mask is None else np.asarray(mask, dtype=bool)
-        copied = self._copied.pop(core, None)
+        source, copied = self._copied.pop(core, (None, None))
+        sweep = self._sweep.get(core)
+        if copy and source in self._outputs:  # an output block copied out: its writes reached HBM
+            self._outputs[source] = None
+        if not copy and key in self._outputs:  # a write lost if another sweep's is still in it
+            if self._outputs[key] not in (None, sweep):
+                self.order = True
+            self._outputs[key] = sweep
         region = _clip(self._normalized(key, rnge), writers.shape, limit=self._logical[key])
         if region is None:
             return
         target = writers[region]
-        sweep = self._sweep.get(core)
         epoch = np.int32(sweep if sweep is not None else _BEFORE)
         new = np.full(target.shape, epoch, dtype=np.int32)
         if copy and copied is not None and copied.shape == tuple(shape):

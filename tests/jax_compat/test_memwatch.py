@@ -110,6 +110,28 @@ def test_scratch_carried_from_one_parallel_sweep_to_the_next_keeps_the_order_rer
     assert not _agree(fn, inputs)
 
 
+def test_an_output_block_two_sweeps_write_before_it_is_copied_out_keeps_the_order_rerun():
+    """Every row block writes output block 0 and none reads it: the last sweep's write is the
+    one copied out, the others are lost before they reach HBM (no read, no HBM overwrite)."""
+
+    def last_wins(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    def call(x):
+        return pl.pallas_call(
+            last_wins, grid=(x.shape[0] // BM,),
+            in_specs=[pl.BlockSpec((BM, BN), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((BM, BN), lambda i: (0, 0)),
+            out_shape=jax.ShapeDtypeStruct((BM, BN), x.dtype),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+        )(x)
+
+    x = (np.arange(4 * BM * BN, dtype=F32).reshape(4 * BM, BN) % 13,)
+    outcome = _run(call, x, MODES[0])
+    assert GRID_ORDER in outcome.reruns and RACE in outcome.reruns
+    assert not _agree(call, x)
+
+
 def test_an_output_block_left_half_unwritten_adds_the_fill_rerun_the_jaxpr_did_not_show():
     def half(x_ref, o_ref):
         o_ref[: BM // 2, :] = x_ref[: BM // 2, :]
