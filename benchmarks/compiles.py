@@ -19,6 +19,7 @@ compiles (once per config) are counted too.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import importlib
 import tempfile
@@ -39,19 +40,25 @@ SEARCH_SPECS: tuple[tuple[str, str], ...] = (
 
 @dataclasses.dataclass
 class CompileCounter:
-    """Times (perf_counter) of every XLA compile seen in this process."""
+    """Times (perf_counter) and names (``jit(f)``) of every XLA compile seen in this process."""
 
     times: list[float] = dataclasses.field(default_factory=list)
+    names: list[str] = dataclasses.field(default_factory=list)
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
-    def __call__(self, event: str, duration: float, **_: Any) -> None:
+    def __call__(self, event: str, duration: float, **kwargs: Any) -> None:
         if event == COMPILE_EVENT:
             with self.lock:
                 self.times.append(time.perf_counter())
+                self.names.append(str(kwargs.get("fun_name", "?")))
 
     def since(self, start: float, end: float | None = None) -> int:
+        return len(self.named_since(start, end))
+
+    def named_since(self, start: float, end: float | None = None) -> list[str]:
+        """The names of the compiles from ``start`` (to ``end``)."""
         with self.lock:
-            return sum(1 for t in self.times if t >= start and (end is None or t < end))
+            return [n for t, n in zip(self.times, self.names, strict=True) if t >= start and (end is None or t < end)]
 
 
 _COUNTER: list[CompileCounter] = []
@@ -116,7 +123,10 @@ def _shrink(spec: Any, backend: str, budget_s: float, out_dir: str) -> dict[str,
 
 
 def _metamorphic(examples: int, seed: int) -> dict[str, Any]:
-    """Compiles of TPU interpret reruns: first sight of a (config, mode), then a repeat."""
+    """Compiles of TPU interpret reruns: first sight of a (config, mode), then a repeat.
+    ``repeat_compiled`` names what a repeat compiled: the kernel's ``jit`` should never be
+    there; jax's interpreter iterates device arrays in its callbacks (``jit(unstack)``), and
+    jax sometimes compiles that helper again."""
     from pallas_verify.backends import registry
     from pallas_verify.case import Case
 
@@ -125,7 +135,7 @@ def _metamorphic(examples: int, seed: int) -> dict[str, Any]:
     mode = {"detect_races": True, "num_cores_or_threads": 2}
     drawn = draw_examples(spec, count=examples, seed=seed)
     out: dict[str, Any] = {"first_reruns": 0, "first_compiles": 0, "repeat_reruns": 0, "repeat_compiles": 0,
-                           "by_kind": {}}
+                           "repeat_compiled": collections.Counter(), "by_kind": {}}
     for example in drawn:
         for phase in ("first", "repeat"):
             inputs = example.inputs if phase == "first" else tuple(x[::-1].copy() for x in example.inputs)
@@ -134,12 +144,16 @@ def _metamorphic(examples: int, seed: int) -> dict[str, Any]:
             for kind, variant in backend.variants(mode):
                 start = time.perf_counter()
                 backend.run(Case(spec=spec, config=example.config, inputs=inputs, backend=backend.name, mode=variant))
-                compiles = count.since(start)
+                compiled = count.named_since(start)
+                compiles = len(compiled)
+                if phase == "repeat":
+                    out["repeat_compiled"].update(compiled)
                 out[f"{phase}_reruns"] += 1
                 out[f"{phase}_compiles"] += compiles
                 tally = out["by_kind"].setdefault(kind, {"first": 0, "repeat": 0, "reruns": 0})
                 tally[phase] += compiles
                 tally["reruns"] += phase == "first"
+    out["repeat_compiled"] = dict(out["repeat_compiled"])
     return out
 
 

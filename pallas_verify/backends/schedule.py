@@ -22,6 +22,8 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from pallas_verify import _jax_compat
 
 __all__ = ["MAX_POINTS", "RECORDER", "Coverage", "Schedule", "cores_named", "recording"]
@@ -39,7 +41,8 @@ _LOCK = threading.Lock()
 
 
 def _record(token: Any, grid_point: Any, core_id: Any) -> Any:
-    point, core = tuple(int(v) for v in grid_point), int(core_id)
+    # numpy, not iteration: iterating a jax array dispatches (and may compile) an unstack
+    point, core = tuple(np.asarray(grid_point).tolist()), int(core_id)
     with _LOCK:
         points = _CURRENT[0]
         if points is not None and len(points) < MAX_POINTS:

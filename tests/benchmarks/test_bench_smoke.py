@@ -145,6 +145,8 @@ def test_tiny_run_writes_every_key(tmp_path: Path) -> None:
     assert _positive(results["ray_overhead_ratio"])
     assert _positive(results["detect_ratio_vs_best_baseline"])
     assert all(_positive(v) for v in results["examples_per_s"].values())
+    repeated = results["compiles"]["metamorphic"]["repeat_compiled"]
+    assert "jit(ragged_add)" not in repeated, f"a rerun of a (config, mode) seen before compiled the kernel: {repeated}"
     per_mutant = results["detection"]["per_mutant"]
     assert set(per_mutant) == set(run.SCALES["tiny"].mutants)
     for row in per_mutant.values():
