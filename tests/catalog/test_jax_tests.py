@@ -34,3 +34,25 @@ def test_each_kernel_is_clean_on_every_interpreter(spec, tmp_path):
         if cell.status == "unsupported":
             assert "upstream limitation" in cell.reason, (cell.backend, cell.reason)
     assert any(cell.status == "pass" for cell in report.results) or "semaphore_outputs" in spec.features
+
+
+
+@pytest.mark.parametrize("backend", ["interpret", "tpu_interpret"])
+def test_the_revisit_sum_reference_keeps_float16_subnormals_as_the_kernel_does(backend):
+    """One slab is a copy added to zeros, and the add runs in float32, where float16's
+    subnormals are normal numbers: the kernel keeps them, and so must the reference (one
+    that flushed below float16's smallest normal failed the correct kernel on float16)."""
+    import numpy as np
+
+    from pallas_verify.backends import registry
+    from pallas_verify.case import Case
+    from reference_kernels.upstream.tests_tpu_pipeline import JT_REVISIT_ANY_SUM as spec
+
+    x = np.full((16, 128), np.finfo(np.float16).smallest_subnormal * 3, dtype=np.float16)
+    config = {"row_blocks": 1, "rows": 16, "cols": 128, "dtype": "float16"}
+    outcome = registry.get(backend).run(Case(spec=spec, config=config, inputs=(x,), backend=backend))
+    assert outcome.error is None, outcome.error
+    [kernel] = outcome.outputs
+    reference = np.asarray(spec.reference(x, **config))
+    assert (reference != 0).all()
+    np.testing.assert_array_equal(np.asarray(kernel), reference)
