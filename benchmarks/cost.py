@@ -10,9 +10,10 @@ answer a repeat from their compile cache, so it is not reported for them).
 
 A straight line ``fixed_s + per_point_s * G`` is fitted to each series by least squares.
 A TPU interpret example runs the base case (with race detection) and the metamorphic
-reruns its base run shows could change a bit (those of the grid order tracing anew). ``recommended_max_grid_points`` is the largest power of two
-at which the grid points of such an example (cold: a search's configs vary) cost no more
-than its fixed part: beyond it, the grid dominates the example's cost.
+reruns its base run shows could change a bit (those of the grid order tracing anew).
+``recommended_max_grid_points`` is the largest power of two at which the grid points of
+such an example (cold: a search's configs vary) cost no more than its fixed part: beyond
+it, the grid dominates the example's cost.
 """
 
 from __future__ import annotations

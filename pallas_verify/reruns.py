@@ -7,10 +7,11 @@ kernel has (its jaxpr) and that its memory shows could change a bit (``_jax_comp
 watch). A rerun that changes only knobs TPU interpret mode reads at run time (the fill,
 when DMAs complete, race detection) reuses the base run's compile, in the base run's
 worker (a backend's ``recompiles`` says so; without one, every rerun compiles): the fill
-and DMA reruns run so, together, after the base run. The others (another grid order and core count, race detection on two cores, the
-grown inputs) cost a compile, so an example gets **one** such rerun that carries every
-change at once (``Rerun``); it starts beside the base run, in a worker of its own, when a
-core is spare and the kernel's last example needed one. A kernel that lacks a knob is
+and DMA reruns run so, together, after the base run. The others (another grid order and
+core count, race detection on two cores, the grown inputs) cost a compile, so an example
+gets **one** such rerun that carries every change at once (``Rerun``); it starts beside
+the base run, in a worker of its own, when a core is spare and the kernel's last example
+needed one. A kernel that lacks a knob is
 unchanged by it, so the one rerun serves whichever reruns apply. Only when a rerun's
 outputs differ is each change run alone, to name the finding's kind. ``RerunTally``
 counts what was left out, for the spec's notes.

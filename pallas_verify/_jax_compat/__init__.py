@@ -41,7 +41,6 @@ from pallas_verify._jax_compat.knobs import RERUNS as RERUNS
 from pallas_verify._jax_compat.knobs import SETTLED as SETTLED
 from pallas_verify._jax_compat.knobs import SKIPPED_CHECKS as SKIPPED_CHECKS
 from pallas_verify._jax_compat.knobs import kernel_knobs as kernel_knobs
-from pallas_verify._jax_compat.knobs import rerun_kinds as rerun_kinds
 from pallas_verify._jax_compat.knobs import settled as settled
 from pallas_verify._jax_compat.memwatch import RUN_TIME as RUN_TIME
 from pallas_verify._jax_compat.memwatch import MemoryPlan as MemoryPlan
@@ -127,7 +126,6 @@ __all__ = [
     "on_grid_point",
     "operation_site",
     "read_and_written_without_auto_barriers",
-    "rerun_kinds",
     "reset_interpreters",
     "semaphore_leaks",
     "settled",

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pallas_verify._jax_compat.memwatch import MemoryPlan, MemoryWatch
+from pallas_verify._jax_compat.memwatch import HBM_SPACES, MemoryPlan, MemoryWatch
 from pallas_verify._jax_compat.tracing import (
     _SEMAPHORE_SPACE,
     equations,
@@ -37,8 +37,7 @@ from pallas_verify._jax_compat.tracing import (
     sub_jaxprs,
 )
 
-__all__ = ["DMA", "FILL", "GRID_ORDER", "RACE", "RERUNS", "SETTLED", "SKIPPED_CHECKS", "kernel_knobs", "rerun_kinds",
-           "settled"]
+__all__ = ["DMA", "FILL", "GRID_ORDER", "RACE", "RERUNS", "SETTLED", "SKIPPED_CHECKS", "kernel_knobs", "settled"]
 
 # The metamorphic reruns, named by the finding kind each can show.
 FILL, DMA, GRID_ORDER, RACE = "uninitialized_read", "dma_ordering", "grid_order", "race"
@@ -70,20 +69,13 @@ _UNWATCHED = frozenset({"dma_start", "dma_wait", "semaphore_signal", "semaphore_
                         "get_barrier_semaphore", "emit_pipeline", "pipeline_body", "io_callback", "pure_callback"})
 
 
-# Memory spaces TPU interpret mode keeps in HBM (no buffer of the kernel's own).
-_IN_HBM = frozenset({"any", "hbm"})
 # Primitives that run a kernel on several devices, which share one interpreter memory.
 _MANY_DEVICES = frozenset({"shard_map", "xla_pmap", "pmap"})
 
 
-def rerun_kinds(fn: Callable[..., Any], args: Sequence[Any]) -> frozenset[str]:
-    """The reruns of ``RERUNS`` whose knob can change the outputs of ``fn(*args)``
-    (every one when the kernel cannot be read)."""
-    return kernel_knobs(fn, args)[0]
-
-
 def kernel_knobs(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[frozenset[str], MemoryPlan | None]:
-    """``rerun_kinds``, and the plan of a watch of a run of ``fn(*args)`` (None where a
+    """The reruns of ``RERUNS`` whose knob can change the outputs of ``fn(*args)`` (every
+    one when the kernel cannot be read), and the plan of a watch of its run (None where a
     watch cannot follow the kernel: see ``memwatch``)."""
     import jax
 
@@ -137,8 +129,8 @@ def settled(kinds: frozenset[str], seen: MemoryWatch | None) -> tuple[frozenset[
         return kinds, frozenset()
     saw = seen.saw()
     could = {FILL: saw["fill"], GRID_ORDER: saw["order"], RACE: saw["order"]}
-    settled = frozenset(k for k in kinds if k in could and not could[k])
-    return (kinds - settled) | ({FILL} if saw["fill"] else set()), settled
+    shown = frozenset(k for k in kinds if k in could and not could[k])
+    return (kinds - shown) | ({FILL} if saw["fill"] else set()), shown
 
 
 def _plan(eqn: Any) -> MemoryPlan | None:
@@ -155,9 +147,9 @@ def _plan(eqn: Any) -> MemoryPlan | None:
         parallel = tuple(s == "parallel" for s in gm.declared_semantics) or (False,) * len(gm.grid)
         # The buffers it makes on each core: blocks not in HBM, then scratch (no semaphores).
         roles = ["in" if i < gm.num_inputs else "out" for i, b in enumerate(gm.blocks)
-                 if b.memory_space not in _IN_HBM and not b.semaphore]
+                 if b.memory_space not in HBM_SPACES and not b.semaphore]
         scratch = kernel_params(gm.body)[gm.num_index_operands + len(gm.blocks):]
-        roles += ["scratch" for _, space, _, _ in scratch if space not in _IN_HBM and space != _SEMAPHORE_SPACE]
+        roles += ["scratch" for _, space, _, _ in scratch if space not in HBM_SPACES and space != _SEMAPHORE_SPACE]
         return MemoryPlan(input_shapes=tuple(b.array_shape for b in gm.blocks[:gm.num_inputs]),
                           num_index_operands=gm.num_index_operands, parallel=parallel, buffers=tuple(roles),
                           followed=followed)

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RUN_TIME", "MemoryPlan", "MemoryWatch", "on_grid_point", "watch"]
+__all__ = ["HBM_SPACES", "RUN_TIME", "MemoryPlan", "MemoryWatch", "on_grid_point", "watch"]
 
 #: The knobs of InterpretParams a watch can give a run compiled with other values of them
 #: (module docstring), with their upstream defaults.
@@ -62,7 +62,8 @@ _BEFORE = -2
 # An HBM element's readers: none yet, or several sweeps; one sweep's number otherwise.
 _NO_READER = -1
 _READERS = -2
-_HBM = frozenset({"any", "hbm"})
+#: Memory spaces TPU interpret mode keeps in HBM (no buffer of the kernel's own).
+HBM_SPACES = frozenset({"any", "hbm"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +154,7 @@ class MemoryWatch:
         (space, _, device, core), shape = key, content.shape
         writers = np.full(shape, _UNWRITTEN, dtype=np.int32)
         if not self._in_grid:
-            hbm = space in _HBM
+            hbm = space in HBM_SPACES
             n = self._allocated.get((hbm, device, core), 0)
             self._allocated[hbm, device, core] = n + 1
             buffer = n - self.plan.num_index_operands
@@ -165,7 +166,7 @@ class MemoryWatch:
                 self._outputs[key] = None
         self._writers[key] = writers
         self._logical[key] = logical
-        if space in _HBM:
+        if space in HBM_SPACES:
             self._readers[key] = np.full(shape, _NO_READER, dtype=np.int32)
         if self.fill_value is not None and not self.broken:  # a broken watch changes nothing
             from jax._src.pallas.mosaic.interpret import utils
@@ -200,9 +201,8 @@ class MemoryWatch:
         if sweep is not None and np.any((seen >= 0) & (seen != sweep)):
             self.order = True
         if sweep is not None and key in self._readers:
-            readers = self._readers[key][region]
-            readers[...] = np.where(readers == _NO_READER, sweep, np.where(readers == sweep, sweep, _READERS))
-            self._readers[key][region] = readers
+            readers = self._readers[key][region]  # a view: updated in place
+            readers[...] = np.where((readers == _NO_READER) | (readers == sweep), sweep, _READERS)
         self._copied[core] = (key, np.array(seen, copy=True))
 
     def wrote(self, key: Any, rnge: Sequence[Any], value: Any, mask: Any, thread: Any, *, copy: bool) -> None:
@@ -229,13 +229,14 @@ class MemoryWatch:
         if region is None:
             return
         target = writers[region]
+        clipped = tuple(slice(0, s) for s in target.shape)  # the part of the value that lands
         epoch = np.int32(sweep if sweep is not None else _BEFORE)
         new = np.full(target.shape, epoch, dtype=np.int32)
         if copy and copied is not None and copied.shape == tuple(shape):
-            kept = copied[tuple(slice(0, s) for s in target.shape)]
+            kept = copied[clipped]
             new = np.where((kept == _BEFORE) | (kept == _UNWRITTEN), kept, new)
-        written = np.ones(target.shape, dtype=bool) if mask is None else mask[tuple(slice(0, s) for s in target.shape)]
-        if sweep is not None and key[0] in _HBM:
+        written = np.ones(target.shape, dtype=bool) if mask is None else mask[clipped]
+        if sweep is not None and key[0] in HBM_SPACES:
             readers = self._readers[key][region]
             if np.any(written & (((target >= 0) & (target != sweep)) | ((readers != _NO_READER) & (readers != sweep)))):
                 self.order = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pallas_verify._jax_compat import RERUNS, rerun_kinds, tpu_target
+from pallas_verify._jax_compat import RERUNS, kernel_knobs, tpu_target
 from reference_kernels import dma, elementwise, matmul
 
 F32 = np.float32
@@ -14,7 +14,7 @@ F32 = np.float32
 def _kinds(spec, config, *shapes):
     kernel = spec.kernel
     with tpu_target():  # emit_pipeline traces only for a TPU device kind, as the backend runs it
-        return rerun_kinds(lambda *xs: kernel(*xs, **config), [np.zeros(s, F32) for s in shapes])
+        return kernel_knobs(lambda *xs: kernel(*xs, **config), [np.zeros(s, F32) for s in shapes])[0]
 
 
 @pytest.mark.parametrize(("rows", "cols", "semantics", "expected"), [
@@ -43,4 +43,4 @@ def test_a_kernel_that_cannot_be_read_keeps_every_rerun():
     def broken(x):
         raise RuntimeError("does not trace")
 
-    assert rerun_kinds(broken, [np.zeros(4, F32)]) == frozenset(RERUNS)
+    assert kernel_knobs(broken, [np.zeros(4, F32)])[0] == frozenset(RERUNS)
