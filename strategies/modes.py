@@ -43,8 +43,12 @@ def _params_class(platform: str) -> type:
         from jax.experimental.pallas import tpu as pltpu
 
         return pltpu.InterpretParams
+    import jax
     from jax.experimental.pallas import mosaic_gpu as plgpu
 
+    if not hasattr(plgpu, "InterpretGPUParams"):  # GPU interpret mode is new in jax 0.11
+        raise InvalidStrategyValue(f"platform='gpu': jax {jax.__version__} has no GPU interpret mode "
+                                   "(plgpu.InterpretGPUParams, new in jax 0.11); install jax>=0.11 to draw its modes.")
     return plgpu.InterpretGPUParams
 
 

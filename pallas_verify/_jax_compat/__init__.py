@@ -1,8 +1,10 @@
 """The one place that knows JAX internals (``jax._src``, pallas_call eqn params,
 interpreter state, the text of interpreter errors).
 
-Everything here is specific to JAX 0.12 (see PALLAS_ON_CPU.md); when JAX changes, this
-package is the only one to update. Callers use the names re-exported here.
+It serves every supported JAX release (0.10, 0.11, 0.12): what differs between them is
+probed in ``versions`` (fields, interpreters, module homes), never read off a version
+string, and what the installed release lacks is said by ``version_gaps``. When JAX
+changes, this package is the only one to update. Callers use the names re-exported here.
 """
 
 from pallas_verify._jax_compat.auto_barriers import (
@@ -28,6 +30,7 @@ from pallas_verify._jax_compat.errors import upstream_limitation as upstream_lim
 from pallas_verify._jax_compat.errors import vmem_exhausted as vmem_exhausted
 from pallas_verify._jax_compat.frames import Frame as Frame
 from pallas_verify._jax_compat.frames import operation_site as operation_site
+from pallas_verify._jax_compat.frames import tool_frame as tool_frame
 from pallas_verify._jax_compat.frames import upstream_frame as upstream_frame
 from pallas_verify._jax_compat.gpu import default_core_count as default_core_count
 from pallas_verify._jax_compat.gpu import gpu_device_facts as gpu_device_facts
@@ -45,6 +48,7 @@ from pallas_verify._jax_compat.knobs import settled as settled
 from pallas_verify._jax_compat.memwatch import RUN_TIME as RUN_TIME
 from pallas_verify._jax_compat.memwatch import MemoryPlan as MemoryPlan
 from pallas_verify._jax_compat.memwatch import on_grid_point as on_grid_point
+from pallas_verify._jax_compat.memwatch import run_time_knobs as run_time_knobs
 from pallas_verify._jax_compat.memwatch import watch as watch_memory
 from pallas_verify._jax_compat.params import SIDE_EFFECT_DROPPED as SIDE_EFFECT_DROPPED
 from pallas_verify._jax_compat.params import SIDE_EFFECTS as SIDE_EFFECTS
@@ -73,6 +77,13 @@ from pallas_verify._jax_compat.tracing import kernel_params as kernel_params
 from pallas_verify._jax_compat.tracing import kernel_site as kernel_site
 from pallas_verify._jax_compat.tracing import sub_jaxprs as sub_jaxprs
 from pallas_verify._jax_compat.tracing import written_refs as written_refs
+from pallas_verify._jax_compat.versions import Gap as Gap
+from pallas_verify._jax_compat.versions import MissingFeature as MissingFeature
+from pallas_verify._jax_compat.versions import gaps as version_gaps
+from pallas_verify._jax_compat.versions import interpret_fields as interpret_fields
+from pallas_verify._jax_compat.versions import interpret_params as interpret_params
+from pallas_verify._jax_compat.versions import interpret_params_source as interpret_params_source
+from pallas_verify._jax_compat.versions import jax_version as jax_version
 from pallas_verify._jax_compat.wgmma import wgmma_read_before_wait as wgmma_read_before_wait
 
 __all__ = [
@@ -92,9 +103,11 @@ __all__ = [
     "BlockMapping",
     "DeadlockError",
     "Frame",
+    "Gap",
     "GridMapping",
     "Limitation",
     "MemoryPlan",
+    "MissingFeature",
     "MosaicCall",
     "ShapePlan",
     "abstract_mesh_of",
@@ -118,7 +131,11 @@ __all__ = [
     "grid_mapping",
     "grid_mapping_class",
     "index_map_function",
+    "interpret_fields",
+    "interpret_params",
+    "interpret_params_source",
     "is_kernel",
+    "jax_version",
     "kernel_knobs",
     "kernel_params",
     "kernel_site",
@@ -127,15 +144,18 @@ __all__ = [
     "operation_site",
     "read_and_written_without_auto_barriers",
     "reset_interpreters",
+    "run_time_knobs",
     "semaphore_leaks",
     "settled",
     "shape_plan",
     "sub_jaxprs",
     "tagged",
+    "tool_frame",
     "tpu_target",
     "tpu_vmem_bytes",
     "upstream_frame",
     "upstream_limitation",
+    "version_gaps",
     "vmem_exhausted",
     "watch_memory",
     "wgmma_read_before_wait",

@@ -19,7 +19,7 @@ import re
 import sysconfig
 from pathlib import Path
 
-__all__ = ["Frame", "operation_site", "raising_frames", "upstream_frame"]
+__all__ = ["Frame", "operation_site", "raising_frames", "tool_frame", "upstream_frame"]
 
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<function>.+?)\s*$')
 _TRACEBACK = "Traceback (most recent call last):"
@@ -82,6 +82,42 @@ def upstream_frame(traceback: str) -> Frame | None:
         if any(part in _posix(frame.path) for part in _MACHINERY):
             return raising
     return None
+
+
+def tool_frame(traceback: str) -> Frame | None:
+    """The frame of pallas-verify's own code that raised, when the tool itself failed
+    rather than the kernel or JAX running it: the raise is in the tool's code, or in JAX's
+    code that the tool's own reading of JAX internals (this package) called, with no
+    kernel code and no Pallas machinery on the way. None otherwise."""
+    through_jax = False
+    for frame in reversed(raising_frames(traceback)):
+        owner = _owner(frame.path)
+        if owner == "nobody" or _posix(frame.path).endswith(_DELEGATES):
+            continue
+        if owner == "jax":
+            if any(part in _posix(frame.path) for part in _MACHINERY):
+                return None
+            through_jax = True
+            continue
+        if not _is_tool(frame.path):
+            return None
+        return frame if not through_jax or "/_jax_compat/" in _posix(frame.path) else None
+    return None
+
+
+# The tool's wrappers of JAX's own rules, which hand them their arguments unchanged: what
+# raises through them is JAX's (or the kernel's), not the tool's.
+_DELEGATES = ("/_jax_compat/bounds.py",)
+
+
+def _is_tool(path: str) -> bool:
+    return _posix(path).startswith(_tool_root())
+
+
+@functools.cache
+def _tool_root() -> str:
+    """The directory of the pallas_verify package, with a trailing slash."""
+    return _posix(str(Path(__file__).resolve().parent.parent)) + "/"
 
 
 def operation_site(traceback: str) -> Frame | None:

@@ -8,6 +8,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from pallas_verify._jax_compat.versions import tpu_info_modules
+
 __all__ = [
     "RACE_LOGGERS",
     "capture_logs",
@@ -58,21 +60,22 @@ def tpu_target(device_kind: str = TPU_DEVICE_KIND, num_cores: int = 1) -> Iterat
     The documented route, ``use_abstract_mesh(AbstractMesh(..., abstract_device=...))``,
     also replaces the context mesh, so a kernel inside ``shard_map`` over a concrete mesh
     fails ("The context mesh ... should match the mesh passed to shard_map"). Only the
-    two device lookups of ``jax._src.tpu_info`` are redirected here; on a TPU host, or
+    two device lookups of jax's TPU chip table (``versions.tpu_info_modules``) are redirected here; on a TPU host, or
     under an abstract TPU device already, nothing changes.
     """
-    from jax._src import tpu_info
-
-    saved = tpu_info.get_device_kind, tpu_info.get_num_device_cores
-    if tpu_info.chip_version_from_device_kind(saved[0]()) is not None:
+    modules = tpu_info_modules()
+    saved = [(m.get_device_kind, m.get_num_device_cores) for m in modules]
+    if modules[0].chip_version_from_device_kind(saved[0][0]()) is not None:
         yield
         return
-    tpu_info.get_device_kind = lambda: device_kind
-    tpu_info.get_num_device_cores = lambda: num_cores
+    for module in modules:
+        module.get_device_kind = lambda: device_kind
+        module.get_num_device_cores = lambda: num_cores
     try:
         yield
     finally:
-        tpu_info.get_device_kind, tpu_info.get_num_device_cores = saved
+        for module, (kind, cores) in zip(modules, saved, strict=True):
+            module.get_device_kind, module.get_num_device_cores = kind, cores
 
 
 def reset_interpreters() -> None:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pallas_verify._jax_compat.memwatch import HBM_SPACES, MemoryPlan, MemoryWatch
+from pallas_verify._jax_compat.memwatch import available as memwatch_available
 from pallas_verify._jax_compat.tracing import (
     _SEMAPHORE_SPACE,
     equations,
@@ -89,7 +90,8 @@ def kernel_knobs(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[frozenset
     for eqn in kernels:
         knobs |= _kernel_knobs(eqn)
     one_device = not any(eqn.primitive.name in _MANY_DEVICES for eqn in eqns)
-    return frozenset(knobs), _plan(kernels[0]) if len(kernels) == 1 and one_device else None
+    watched = len(kernels) == 1 and one_device and memwatch_available()
+    return frozenset(knobs), _plan(kernels[0]) if watched else None
 
 
 def _kernel_knobs(eqn: Any) -> frozenset[str]:

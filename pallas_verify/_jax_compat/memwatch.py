@@ -43,13 +43,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["HBM_SPACES", "RUN_TIME", "MemoryPlan", "MemoryWatch", "on_grid_point", "watch"]
+__all__ = ["HBM_SPACES", "RUN_TIME", "MemoryPlan", "MemoryWatch", "available", "on_grid_point", "run_time_knobs",
+           "watch"]
 
 #: The knobs of InterpretParams a watch can give a run compiled with other values of them
 #: (module docstring), with their upstream defaults.
@@ -277,6 +279,26 @@ def on_grid_point(point: Sequence[int], core: int) -> None:
             current.grid_point(point, core)
 
 
+@functools.cache
+def available() -> bool:
+    """Whether the installed JAX's TPU interpret mode keeps its memory the way this module
+    follows it (``GenericSharedMemory``'s buffer methods, JAX 0.11 and later). Without it,
+    no run is watched: every rerun runs and every knob is compiled in."""
+    from jax._src.pallas.mosaic.interpret import shared_memory
+
+    generic, tpu = getattr(shared_memory, "GenericSharedMemory", None), shared_memory.SharedMemory
+    needed = ("allocate_buffer", "deallocate_buffer", "get_buffer_content", "store_buffer_content",
+              "swap_buffer_content")
+    return generic is not None and all(hasattr(generic, m) for m in needed) and hasattr(
+        tpu, "update_clocks_for_device_barrier")
+
+
+def run_time_knobs() -> dict[str, Any]:
+    """The knobs a run can be given after it is compiled (``RUN_TIME``, with their upstream
+    defaults) on the installed JAX: none where the watch is not ``available``."""
+    return dict(RUN_TIME) if available() else {}
+
+
 @contextlib.contextmanager
 def watch(plan: MemoryPlan | None, run_time: Mapping[str, Any] | None = None) -> Iterator[MemoryWatch | None]:
     """Record what the TPU interpret mode run inside does with its memory (None without a
@@ -284,6 +306,12 @@ def watch(plan: MemoryPlan | None, run_time: Mapping[str, Any] | None = None) ->
     run_time = dict(run_time or {})
     if plan is None and "uninitialized_memory" in run_time:
         raise ValueError("the fill is applied at run time only with a plan (which elements hold data)")
+    if not available():
+        if run_time or plan is not None:
+            raise ValueError("this JAX's TPU interpret memory cannot be watched (memwatch.available): compile every "
+                             "knob in and watch nothing")
+        yield None
+        return
     _install()
     fill = run_time.get("uninitialized_memory", RUN_TIME["uninitialized_memory"])
     refill = fill if fill != RUN_TIME["uninitialized_memory"] else None  # runs compile the default in

@@ -16,6 +16,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pallas_verify._jax_compat.versions import tpu_info_modules
+
 __all__ = [
     "SIDE_EFFECTS",
     "SIDE_EFFECT_DROPPED",
@@ -75,8 +77,7 @@ class MosaicCall:
 def tpu_vmem_bytes(device_kind: str) -> int:
     """The VMEM of one TensorCore of the TPU of ``device_kind`` (``"TPU v5 lite"``), bytes,
     as jax's own chip table (``pltpu.get_tpu_info``) gives it."""
-    from jax._src import tpu_info
-
+    tpu_info = tpu_info_modules()[0]
     version = tpu_info.chip_version_from_device_kind(device_kind)
     if version is None:
         raise ValueError(f"device_kind={device_kind!r} is not a TPU chip this jax knows (pltpu.get_tpu_info has no "

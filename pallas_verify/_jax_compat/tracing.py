@@ -13,6 +13,8 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from pallas_verify._jax_compat.versions import tensorcore_mesh_class
+
 __all__ = [
     "GRIDLESS_KERNELS",
     "BlockMapping",
@@ -175,7 +177,7 @@ def kernel_site(eqn: Any) -> str:
     meshes = eqn.params.get("meshes") or (eqn.params.get("mesh"),)
     if any(isinstance(m, (plgpu.Mesh, plgpu.WarpMesh)) for m in meshes):
         return "mosaic_gpu"
-    if any(isinstance(m, pltpu.TensorCoreMesh) for m in meshes):
+    if any(isinstance(m, tensorcore_mesh_class()) for m in meshes):
         return "mosaic_tpu"
     params = eqn.params.get("compiler_params")
     kinds = ((pltpu.CompilerParams, "mosaic_tpu"), (pltriton.CompilerParams, "triton"),
@@ -278,7 +280,12 @@ def index_map_function(closed: Any) -> Any:
     import jax.extend as jex
     from jax._src.state import discharge
 
-    return jex.core.jaxpr_as_fun(discharge.discharge_state(closed, strip_memory_space=True))
+    import inspect
+
+    # JAX 0.11 added strip_memory_space (SMEM refs' memory space is dropped from the avals);
+    # 0.10 discharges SMEM refs into plain arrays without it.
+    strip = "strip_memory_space" in inspect.signature(discharge.discharge_state).parameters
+    return jex.core.jaxpr_as_fun(discharge.discharge_state(closed, **({"strip_memory_space": True} if strip else {})))
 
 
 def written_refs(jaxpr: Any) -> list[Any]:

@@ -106,11 +106,13 @@ class TpuInterpret:
             mode = {**mode, **({"detect_races": False} if skipped else {})}
             # Where a rerun could change the outputs only through memory, the run's memory says
             # whether it can; a fill other than the default is applied to the run by the watch.
-            run_time = {knob: mode.get(knob, default) for knob, default in _jax_compat.RUN_TIME.items()}
-            refill = run_time["uninitialized_memory"] != _jax_compat.RUN_TIME["uninitialized_memory"]
+            defaults = _jax_compat.run_time_knobs()  # none where this JAX's memory cannot be watched
+            run_time = {knob: mode.get(knob, default) for knob, default in defaults.items()}
+            refill = "uninitialized_memory" in run_time and run_time["uninitialized_memory"] != defaults[
+                "uninitialized_memory"]
             watched = plan if kinds & frozenset(_jax_compat.SETTLED) or refill else None
             if watched is None:
-                del run_time["uninitialized_memory"]
+                run_time.pop("uninitialized_memory", None)
             outcome, seen = _execute(case, mode, run_time, watched)
             if seen is not None and seen.broken and refill:  # the fill may not have been applied: compile it in
                 del run_time["uninitialized_memory"]
@@ -121,13 +123,13 @@ class TpuInterpret:
 
     def interpret_source(self, mode: Mapping[str, Any]) -> str:
         """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers)."""
-        return f"pltpu.InterpretParams(**{ {**_TPU_DEFAULTS, **mode}!r})"
+        return _jax_compat.interpret_params_source("tpu", {**_TPU_DEFAULTS, **mode})
 
     def recompiles(self, mode: Mapping[str, Any], variant: Mapping[str, Any]) -> bool:
         """Whether a run in ``variant`` compiles anew after one in ``mode``: not when they
-        differ only in knobs read at run time (``_jax_compat.RUN_TIME``), which ``run``
+        differ only in knobs read at run time (``_jax_compat.run_time_knobs``), which ``run``
         applies to the run compiled for ``mode`` (in the same process)."""
-        knobs = (set(mode) | set(variant)) - set(_jax_compat.RUN_TIME)
+        knobs = (set(mode) | set(variant)) - set(_jax_compat.run_time_knobs())
         return any(mode.get(k) != variant.get(k) for k in knobs)
 
     def witness_mode(self) -> dict[str, Any]:
@@ -173,10 +175,9 @@ def _execute(case: Case, mode: Mapping[str, Any], run_time: Mapping[str, Any],
     the ``run_time`` knobs and given their values while it runs (``_jax_compat.watch_memory``):
     examples and reruns that differ only in those share one compiled run. The outcome, and
     the watch of its memory (None without ``plan``); the outcome carries the schedule run."""
-    from jax.experimental.pallas import tpu as pltpu
-
     compiled = {knob: value for knob, value in mode.items() if knob not in run_time}
-    params = pltpu.InterpretParams(**{**_TPU_DEFAULTS, "grid_point_recorder": schedule.RECORDER, **compiled})
+    params = _jax_compat.interpret_params("tpu", **{**_TPU_DEFAULTS, "grid_point_recorder": schedule.RECORDER,
+                                                    **compiled})
     with schedule.recording() as ran, _jax_compat.watch_memory(plan, run_time) as seen:
         outcome = execute(case, params)  # a deadlock ends the run as `deadlock`
     return dataclasses.replace(outcome, schedule=tuple(ran)), seen
@@ -302,7 +303,7 @@ class GpuInterpret:
     isolate: bool = False
 
     def available(self) -> str | None:
-        return None
+        return next((str(gap) for gap in _jax_compat.version_gaps() if "GPU interpret mode" in gap.feature), None)
 
     def modes(self) -> st.SearchStrategy[Mapping[str, Any]]:
         from strategies import gpu_interpret_modes
@@ -311,19 +312,17 @@ class GpuInterpret:
             lambda drawn: {**drawn[0], "sm_count": drawn[1]})
 
     def run(self, case: Case) -> Outcome:
-        from jax.experimental.pallas import mosaic_gpu as plgpu
-
         params = {k: v for k, v in case.mode.items() if k != "sm_count"}
         with _jax_compat.gpu_device_facts(core_count=case.mode.get("sm_count")):
             hazard = _program_order(case)
             if hazard is not None:
                 return Outcome(error=ErrorInfo(type=hazard[0], message=hazard[1]))
-            return execute(case, plgpu.InterpretGPUParams(**params))
+            return execute(case, _jax_compat.interpret_params("gpu", **params))
 
     def interpret_source(self, mode: Mapping[str, Any]) -> str:
         """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers; the
         simulated GPU's SM count, ``sm_count``, is not an interpret param)."""
-        return f"plgpu.InterpretGPUParams(**{ {k: v for k, v in mode.items() if k != 'sm_count'}!r})"
+        return _jax_compat.interpret_params_source("gpu", {k: v for k, v in mode.items() if k != "sm_count"})
 
     def witness_mode(self) -> dict[str, Any]:
         """The mode it witnesses another backend's upstream limitation in: races detected."""

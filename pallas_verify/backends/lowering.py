@@ -199,7 +199,10 @@ def _mesh(family: str, target: str) -> tuple[Any, Any]:
     chip = next(t for t in row.targets if t.name == target)
     if isinstance(chip, families.TpuChip):
         families.apply_jax_env_defaults(libtpu_only=True)
-        device = topologies.get_topology_desc(chip.topology, platform=row.lowering_platform).devices[0]
+        # One chip on one host: libtpu 0.0.48 (jax 0.11) assumes a 2x2x1 host and refuses a
+        # one-chip topology unless told; the others accept it either way.
+        device = topologies.get_topology_desc(chip.topology, platform=row.lowering_platform,
+                                              chips_per_host_bounds=[1, 1, 1]).devices[0]
     else:
         config = families.gpu_target_config(chip)
         device = topologies.get_topology_desc(platform=row.lowering_platform, target_config=config,

@@ -214,14 +214,13 @@ def test_the_planted_order_and_fill_bugs_keep_their_reruns_in_every_base_mode(na
 
 def _faithful(case):
     """``case`` run with every knob compiled in (no run-time knobs, no watch)."""
-    from jax.experimental.pallas import tpu as pltpu
-
     from pallas_verify import _jax_compat
     from pallas_verify.backends import schedule
     from pallas_verify.backends.execute import execute
     from pallas_verify.backends.interpreters import _TPU_DEFAULTS
 
-    params = pltpu.InterpretParams(**{**_TPU_DEFAULTS, "grid_point_recorder": schedule.RECORDER, **case.mode})
+    params = _jax_compat.interpret_params("tpu", **{**_TPU_DEFAULTS, "grid_point_recorder": schedule.RECORDER,
+                                                    **case.mode})
     with _jax_compat.tpu_target(), _jax_compat.deadlock_watch():
         return execute(case, params)
 
