@@ -39,12 +39,13 @@ from typing import TYPE_CHECKING, Any
 
 from pallas_verify import _jax_compat
 from pallas_verify.case import Case, ErrorInfo, Outcome
+from pallas_verify.errors import PallasVerifyError
 
 if TYPE_CHECKING:
     from pallas_verify.backends.base import Backend
 
-__all__ = ["SANITIZER_KINDS", "Upstream", "attribute", "sanitizer_signal", "upstream_frame", "witness_mode",
-           "witnesses"]
+__all__ = ["SANITIZER_KINDS", "Upstream", "attribute", "internal_error", "sanitizer_signal", "upstream_frame",
+           "witness_mode", "witnesses"]
 
 #: Finding kinds the interpreters' own checks raise: never attributed upstream.
 SANITIZER_KINDS = frozenset({"race", "out_of_bounds", "uninitialized_read", "revisit", "deadlock",
@@ -65,6 +66,32 @@ def sanitizer_signal(error: ErrorInfo) -> str | None:
     if kind is not None:
         return kind
     return next((kind for pattern, kind in _SANITIZER_TEXT if pattern.search(text)), None)
+
+
+def internal_error(error: ErrorInfo | None) -> str | None:
+    """The cell's reason when ``error`` is pallas-verify's own failure (never the kernel's):
+    raised by the tool's code, or by JAX's code the tool's reading of JAX internals called
+    (``_jax_compat.tool_frame``), and neither a sanitizer signal nor a deliberate error of
+    the tool's (a ``PallasVerifyError``: an invalid spec, a feature the installed JAX
+    lacks). None otherwise."""
+    if error is None or error.type in _deliberate() or sanitizer_signal(error) is not None:
+        return None
+    frame = _jax_compat.tool_frame(error.traceback)
+    if frame is None:
+        return None
+    return (f"internal error: pallas-verify's own code failed ({_first_line(error)}, raised at {frame}) on JAX "
+            f"{_jax_compat.jax_version()}; this is no finding against the kernel. Please report it with the report's "
+            "traceback")
+
+
+def _deliberate() -> frozenset[str]:
+    """The names of the tool's own exception classes: raised on purpose, with a message."""
+    found, todo = set(), [PallasVerifyError]
+    while todo:
+        cls = todo.pop()
+        found.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return frozenset(found)
 
 
 def upstream_frame(error: ErrorInfo | None) -> Any:

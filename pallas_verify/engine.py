@@ -134,7 +134,8 @@ def verify(
                 for cap in (*_ROUNDS, None):  # the searches take turns: see the module docstring
                     for search in (s for s in searches if not s.done):
                         search.found = run_search(search, cap=cap, **options)
-                        search.done = cap is None or bool(search.found) or search.unsupported is not None
+                        search.done = (cap is None or bool(search.found) or search.unsupported is not None
+                                       or search.internal is not None)
                 for search in searches:
                     findings = _finish([(f, ex, *search.first_seen.get(f.kind, (0.0, 0))) for f, ex in search.found],
                                        search.shrink.stopped, runner, Path(out_dir))
@@ -216,6 +217,8 @@ def _result(spec: KernelSpec, backend: Backend, findings: list[Finding], search:
             "examples": search.examples, "shrink_steps": search.shrink_steps, "seconds": search.seconds}
     if search.unsupported:
         return BackendResult(**cell, status="unsupported", reason=search.unsupported)
+    if search.internal:
+        return BackendResult(**cell, status="error", reason=search.internal)
     if findings:
         return BackendResult(**cell, status="fail", reason=join_reasons(f.kind for f in findings),
                              note=search.uniform.stopped or "")

@@ -43,5 +43,5 @@ def campaign_status(report: Any) -> int:
     if report.invalid:
         return EXIT_USAGE
     incomplete = (bool(report.run.get("lost")) or bool(report.run.get("output_error"))
-                  or any(r.status == "not_reached" for r in report.results))
+                  or any(r.status in ("not_reached", "error") for r in report.results))
     return run_status(findings=bool(report.findings), interrupted=report.interrupted, incomplete=incomplete)

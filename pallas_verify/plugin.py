@@ -221,6 +221,8 @@ class KernelItem(pytest.Item):
         if report.findings:
             raise KernelFindingsError(report)
         result = next((r for r in report.results if r.backend == self.backend), None)
+        if result is not None and result.status == "error":  # the tool's failure, not the kernel's: said so
+            raise RuntimeError(result.reason)
         if result is not None and result.status in ("skipped", "unsupported"):
             pytest.skip(f"{result.status}: {result.reason}")
 

@@ -35,7 +35,7 @@ from pallas_verify.spec import KernelSpec
 from pallas_verify.tolerance import Comparison, element_errors
 from pallas_verify.tracer import BlameInputs, Tracer
 
-__all__ = ["Runner", "Unsupported", "Verdict"]
+__all__ = ["InternalError", "Runner", "Unsupported", "Verdict", "internal_failure"]
 
 
 #: Examples per (backend, transform) cell compiled under drawn compiler-param overrides.
@@ -44,6 +44,22 @@ OVERRIDES_PER_CELL = 3
 
 class Unsupported(Exception):
     """The backend cannot run this kernel at all; the message says why."""
+
+
+class InternalError(Exception):
+    """pallas-verify's own code failed on this example: the cell is not judged, and the
+    message says so (``attribution.internal_error``); never a finding against the kernel."""
+
+
+def internal_failure(exc: Exception) -> str:
+    """The cell's reason when pallas-verify's own code raised ``exc`` while judging an
+    example (the kernel's errors come back in its Outcome, never raised here)."""
+    import traceback
+
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    at = f", raised at {where.filename}:{where.lineno} in {where.name}" if where else ""
+    return (f"internal error: pallas-verify's own code failed ({type(exc).__name__}: {exc}{at}) on JAX "
+            f"{_jax_compat.jax_version()}; this is no finding against the kernel. Please report it")
 
 
 class Verdict(NamedTuple):
@@ -147,11 +163,14 @@ class Runner:
                 self.sandbox.collect(running)
             return Verdict([_reference_failure(self.spec.name, config, exc, transform)], {})
         outcome = self.sandbox.collect(running)
-        if outcome.error is not None and outcome.error.type == UNSUPPORTED:
+        if outcome.error is not None and outcome.error.type in (UNSUPPORTED, _jax_compat.MissingFeature.__name__):
             raise Unsupported(outcome.error.message)
         limitation = _jax_compat.upstream_limitation(outcome.error, backend=case.backend, transform=transform)
         if limitation:
             raise Unsupported(limitation)
+        internal = attribution.internal_error(outcome.error)
+        if internal:
+            raise InternalError(internal)
         upstream = attribution.attribute(case, outcome, backend, clean=self._judged_clean, seen=self.upstream) if (
             not witness and outcome.error is not None) else None
         if upstream:

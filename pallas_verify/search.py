@@ -23,7 +23,7 @@ from pallas_verify.backends.base import Backend
 from pallas_verify.errors import InvalidSpec, brief
 from pallas_verify.findings import Finding
 from pallas_verify.keys import config_key, example_key
-from pallas_verify.runner import Runner, Unsupported, Verdict
+from pallas_verify.runner import InternalError, Runner, Unsupported, Verdict, internal_failure
 from pallas_verify.signatures import SameSignature
 from pallas_verify.spec import KernelSpec
 from pallas_verify.tracer import Traced
@@ -82,6 +82,7 @@ class Search:
     done: bool = False
     found: list[tuple[Finding, dict[str, Any]]] = dataclasses.field(default_factory=list)
     unsupported: str | None = None
+    internal: str | None = None  # pallas-verify's own failure (attribution.internal_error): the cell is not judged
     transform: str | None = None
     max_examples: int = 0
     shrink_steps: int = 0
@@ -104,7 +105,7 @@ class Search:
             raise self.seen[key]
         if self._shrink_over_budget() or (self.examples and self.stop is not None and self.stop()):
             raise Stopped  # nothing left to run: end Hypothesis's run instead of drawing again and again
-        if key in self.passed or self.unsupported or self.shrink.stopped:
+        if key in self.passed or self.unsupported or self.internal or self.shrink.stopped:
             return  # stop shrinking (or searching): every new candidate is uninteresting
         generating = self._generating()
         if generating and self.examples >= self.max_examples:
@@ -120,6 +121,10 @@ class Search:
             verdict = self.runner.judge(config, inputs, self.backend, mode, transform=self.transform)
         except Unsupported as exc:
             self.unsupported = str(exc)
+        except InternalError as exc:
+            self.internal = str(exc)
+        except Exception as exc:  # the kernel's own errors come back in its Outcome: this one is the tool's
+            self.internal = internal_failure(exc)
         findings = verdict.findings
         now = time.perf_counter() - self.kernel_started
         if static is not None:  # traced meanwhile where it has a worker of its own
@@ -127,7 +132,7 @@ class Search:
             if self.early is not None and self.static is not None:
                 for kind in set(self.static.found) - static_kinds:
                     self.early(*self.static.found[kind])
-        if self.unsupported:
+        if self.unsupported or self.internal:
             return
         if not generating:
             self.shrink.step(config, findings)

@@ -21,7 +21,7 @@ body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d2329;max-width:120
 h1{font-size:22px}h2{font-size:17px;margin-top:28px}
 table{border-collapse:collapse}td,th{border:1px solid #d0d7de;padding:4px 8px;text-align:left}
 th{background:#f6f8fa}.pass{background:#dafbe1}.fail{background:#ffd8d3;font-weight:600}
-.skipped,.unsupported{background:#f1f3f5;color:#6e7781}.interrupted{background:#fff3cd;color:#6e5600}.not_reached{background:#fff8c5}
+.skipped,.unsupported{background:#f1f3f5;color:#6e7781}.interrupted{background:#fff3cd;color:#6e5600}.not_reached{background:#fff8c5}.error{background:#e8d5ff;font-weight:600}
 pre{background:#f6f8fa;padding:8px;overflow:auto;white-space:pre-wrap;word-break:break-word}
 .finding{border:1px solid #d0d7de;border-radius:6px;padding:4px 14px;margin:14px 0}
 code{background:#eff1f3;padding:1px 4px}dl.sum{display:grid;grid-template-columns:max-content auto;gap:2px 14px}

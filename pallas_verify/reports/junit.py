@@ -20,10 +20,10 @@ def _xml_text(text: str) -> str:
 def junit_xml(report: Report, *, suite: str = "pallas-verify") -> str:
     """One testcase per kernel x backend cell (classname = kernel, name = backend)."""
     unrun = ("skipped", "unsupported", "interrupted", "not_reached")
-    counts = {s: sum(r.status == s for r in report.results) for s in ("fail", *unrun)}
+    counts = {s: sum(r.status == s for r in report.results) for s in ("fail", "error", *unrun)}
     root = ET.Element("testsuites")
     node = ET.SubElement(root, "testsuite", name=suite, tests=str(len(report.results)),
-                         failures=str(counts["fail"]), errors="0",
+                         failures=str(counts["fail"]), errors=str(counts["error"]),
                          skipped=str(sum(counts[s] for s in unrun)), time=f"{report.seconds:.3f}")
     for result in report.results:
         name = result.backend + (f"+{result.transform}" if result.transform else "")
@@ -34,6 +34,8 @@ def junit_xml(report: Report, *, suite: str = "pallas-verify") -> str:
             failure = ET.SubElement(case, "failure", message=_xml_text(result.reason),
                                     type=found[0].kind if found else "finding")
             failure.text = _xml_text("\n\n".join(finding_text(f) for f in found))
+        elif result.status == "error":  # pallas-verify's own failure: JUnit's error, not a failure of the kernel
+            ET.SubElement(case, "error", message=_xml_text(result.reason), type="internal error")
         elif result.status in unrun:
             status = result.status.replace("_", " ")
             ET.SubElement(case, "skipped", message=_xml_text(f"{status}: {result.reason}"))

@@ -29,8 +29,8 @@ __all__ = ["CELL_LABELS", "matrix_lines", "reason_lines", "tally"]
 
 #: What a cell of each status shows; a cell with no result shows "-".
 CELL_LABELS = {"pass": "PASS", "fail": "FAIL", "unsupported": "n/a", "skipped": "skip", "interrupted": "stop",
-               "not_reached": "not reached"}
-_REASON_ORDER = ("unsupported", "skipped", "interrupted", "not_reached", "pass")  # a failure's reason is its findings
+               "not_reached": "not reached", "error": "error"}
+_REASON_ORDER = ("error", "unsupported", "skipped", "interrupted", "not_reached", "pass")  # a failure's reason is its findings
 _WIDTH = 100  # reasons wrap here
 _Row = tuple[str, str | None]  # (kernel, transform)
 

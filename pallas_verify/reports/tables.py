@@ -29,7 +29,7 @@ def matrix_rows(report: Report) -> tuple[list[str], list[tuple[str, list[Backend
 #: What a cell of the feature x backend table says.
 FEATURE_LEGEND = ("per feature (the specs' features): kernels passing / kernels run on each backend; "
                   "n/a, skip or stop when none ran")
-_WORST = ("fail", "interrupted", "pass", "unsupported", "skipped")  # a kernel's status on a backend: its worst cell's
+_WORST = ("fail", "error", "interrupted", "pass", "unsupported", "skipped")  # a kernel's status on a backend: its worst cell's
 NO_FEATURE = "(no features)"
 
 

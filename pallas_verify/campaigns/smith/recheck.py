@@ -70,7 +70,7 @@ def recheck(finding: Finding, spec: KernelSpec, *, isolate: str = "auto", timeou
     from pallas_verify.oracles.base import bitwise_equal
     from pallas_verify.oracles.differential import compare_outputs
     from pallas_verify.reports.casefile import load_case
-    from pallas_verify.runner import Runner, Unsupported
+    from pallas_verify.runner import InternalError, Runner, Unsupported
 
     npz = Path(finding.reproducer).with_suffix(".npz") if finding.reproducer else None
     if finding.kind == "timeout" or npz is None or not npz.is_file() or finding.backend in ("static", "reference"):
@@ -84,7 +84,7 @@ def recheck(finding: Finding, spec: KernelSpec, *, isolate: str = "auto", timeou
         try:
             for name in _backends(finding):
                 found = runner.check(config, inputs, registry.get(name), _mode(name, finding))
-        except Unsupported as exc:
+        except (Unsupported, InternalError) as exc:
             return _verdict(finding, "flaky", f"the re-run could not run the case: {exc}")
         if not any(f.kind == finding.kind for f in found):
             seen = ", ".join(sorted({f.kind for f in found})) or "nothing"
