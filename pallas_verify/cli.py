@@ -34,7 +34,15 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("report", metavar="REPORT.json")
     _conformance_parser(sub)
     _smith_parser(sub)
+    _compare_parser(sub)
     return parser
+
+
+def _compare_parser(sub: argparse._SubParsersAction) -> None:
+    cmd = sub.add_parser("compare", help="what changed between two report.json files (regressions, fixes, n/a)")
+    cmd.add_argument("old", metavar="OLD.json", help="the earlier report (or a run's folder holding report.json)")
+    cmd.add_argument("new", metavar="NEW.json", help="the later report (or a run's folder holding report.json)")
+    cmd.add_argument("--out", default=None, metavar="DIR", help="write compare.json and compare.md here")
 
 
 def _smith_parser(sub: argparse._SubParsersAction) -> None:
@@ -68,6 +76,18 @@ def _conformance_parser(sub: argparse._SubParsersAction) -> None:
         cmd.add_argument("--generated", default="0", metavar="BUDGET",
                          help="add a 'generated programs' row: a smith campaign of this budget, e.g. 5m (default 0: none)")
         _executor_options(cmd, workers_default="1")
+        if name == "conformance":
+            _jax_options(cmd)
+
+
+def _jax_options(cmd: argparse.ArgumentParser) -> None:
+    """--jax, --jax-env: conformance under several JAX releases (``campaigns.versions``)."""
+    cmd.add_argument("--jax", default=None, metavar="VERSIONS",
+                     help="run under each of these JAX releases, e.g. 0.11.2,0.12.0.1, into DIR/jax-VERSION, "
+                          "and say what changed between them (DIR/versions.json)")
+    cmd.add_argument("--jax-env", action="append", default=[], metavar="VERSION=PATH",
+                     help="the Python (or venv folder) of a JAX release (repeatable; default: this interpreter "
+                          "if its jax is that release, else .venvs/jax-VERSION, else one made in the user's cache)")
 
 
 def _profile_help() -> str:
@@ -333,6 +353,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_conformance(args: argparse.Namespace) -> int:
+    if getattr(args, "jax", None) or getattr(args, "jax_env", None):
+        return _cmd_versions(args)
     from pallas_verify.campaigns.conformance import (
         bundled_specs,
         ensure_host_devices,
@@ -366,6 +388,46 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     return campaign_status(report)
 
 
+def _cmd_versions(args: argparse.Namespace) -> int:
+    """conformance --jax: the same conformance command under each JAX release, compared."""
+    from pallas_verify.campaigns.jaxenvs import cache_root, parse_envs, parse_releases, release_key
+    from pallas_verify.campaigns.versions import matrix_lines, run_matrix, write_matrix
+    from pallas_verify.reports.outdir import writable_dir
+
+    cwd = Path.cwd()
+    given = parse_envs(args.jax_env, cwd=cwd)
+    releases = sorted({*(parse_releases(args.jax) if args.jax else ()), *given}, key=release_key)
+    out = writable_dir(args.out, option="--out")
+    conformance = [*args.targets, "--kernels", args.kernels, "--max-examples", str(args.max_examples),
+                   "--profile", args.profile, "--generated", args.generated, "--executor", args.executor]
+    for option, value in (("--backends", args.backends), ("--ray-address", args.ray_address),
+                          ("--workers", args.workers)):
+        conformance += [option, str(value)] if value is not None else []
+    print(f"pallas-verify conformance under jax {', '.join(releases)}, oldest first (profile {args.profile}; "
+          "conformance takes no --seed)", flush=True)
+    matrix = run_matrix(releases, conformance, out_dir=out, given=given, cwd=cwd, cache=cache_root(),
+                        say=lambda line: print(line, flush=True))
+    print("\n".join(["", *matrix_lines(matrix)]))
+    paths = write_matrix(matrix, out)
+    print(f"versions: {paths['json']} ({paths['md']})")
+    return matrix.status
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    """compare OLD NEW: the comparison's summary (and files); 1 on a new failure."""
+    from pallas_verify.reports.compare import compare_files
+    from pallas_verify.reports.compare_text import summary_lines, write_comparison
+    from pallas_verify.reports.outdir import writable_dir
+
+    out = writable_dir(args.out, option="--out") if args.out else None
+    comparison = compare_files(args.old, args.new)
+    print("\n".join(summary_lines(comparison)))
+    if out is not None:
+        paths = write_comparison(comparison, out)
+        print(f"comparison: {paths['json']} ({paths['md']})")
+    return comparison.status
+
+
 def _cmd_smith(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -381,7 +443,8 @@ def _cmd_smith(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {"verify": _cmd_verify, "backends": _cmd_backends, "fuzz": _cmd_fuzz, "replay": _cmd_replay,
-             "conformance": _cmd_conformance, "demo": _cmd_conformance, "smith": _cmd_smith}
+             "conformance": _cmd_conformance, "demo": _cmd_conformance, "smith": _cmd_smith,
+             "compare": _cmd_compare}
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.metadata
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -18,7 +21,7 @@ if TYPE_CHECKING:
     from pallas_verify.spec import KernelSpec
 
 __all__ = ["BackendResult", "Report", "cell_key", "divergence_cells", "finding_dict", "finding_from_dict", "join_reasons", "jsonable",
-           "kernel_entry", "unrun_results", "write_atomic"]
+           "kernel_entry", "running_jax_version", "unrun_results", "write_atomic"]
 
 Status = Literal["pass", "fail", "unsupported", "skipped", "interrupted", "not_reached"]
 _LIST_SEPARATOR = ", "  # reason and node hold their lists as text, in JSON too
@@ -109,7 +112,9 @@ class Report:
     ``invalid`` lists the specs that could not be searched: ``{"kernel": name, "reason": why}``,
     or ``{"target": file, "reason": why}`` for a spec file that could not be imported.
     ``run`` is a campaign's account of itself (units, retries, lost units, notes); see
-    docs/report-json.md.
+    docs/report-json.md. ``jax_version`` is the JAX release the run ran on: None (the
+    default) writes this process's (``running_jax_version``); a report read back keeps its
+    own.
     """
 
     kernels: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -123,6 +128,7 @@ class Report:
     executor: str | None = None
     invalid: list[dict[str, str]] = dataclasses.field(default_factory=list)
     run: dict[str, Any] = dataclasses.field(default_factory=dict)
+    jax_version: str | None = None
 
     def merge(self, other: Report) -> None:
         """Fold another report (e.g. one kernel's) into this one: a kernel both hold is one
@@ -148,6 +154,7 @@ class Report:
             kernels.append({**kernel, "results": {cell_key(r): _result_dict(r) for r in cells}})
         return {
             "version": 1,
+            "jax_version": self.jax_version if self.jax_version is not None else running_jax_version(),
             "seed": self.seed,
             "profile": self.profile,
             "seconds": round(self.seconds, 3),
@@ -174,7 +181,25 @@ class Report:
         return cls(kernels=kernels, backends=list(data["backends"]), findings=findings, results=results,
                    seed=data.get("seed"), profile=data.get("profile", "dev"), seconds=data.get("seconds", 0.0),
                    interrupted=data.get("interrupted", False), executor=data.get("executor"),
-                   invalid=list(data.get("invalid_specs", [])), run=dict(data.get("run", {})))
+                   invalid=list(data.get("invalid_specs", [])), run=dict(data.get("run", {})),
+                   jax_version=data.get("jax_version"))
+
+
+def running_jax_version() -> str | None:
+    """The JAX release this process runs: ``jax.__version__`` once jax is imported, else the
+    installed distribution's version (read from its metadata: jax is not imported for it);
+    None when jax is not installed."""
+    jax = sys.modules.get("jax")
+    version = getattr(jax, "__version__", None)
+    return version if isinstance(version, str) else _installed_jax()
+
+
+@functools.cache
+def _installed_jax() -> str | None:
+    try:
+        return importlib.metadata.version("jax")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 _FINDING_FIELDS = {f.name for f in dataclasses.fields(Finding)}
