@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from hypothesis import strategies as st
 
+from pallas_verify import _jax_compat
 from pallas_verify.backends import registry
 from pallas_verify.backends.base import Backend
 from pallas_verify.errors import InvalidSpec, brief, check_positive_int
@@ -107,7 +108,8 @@ def verify(
     check_positive_int("max_examples", max_examples, optional=True)
     chosen = registry.resolve(backends)
     started = time.perf_counter()
-    report = Report(backends=[b.name for b in chosen], seed=seed, profile=profile)
+    report = Report(backends=[b.name for b in chosen], seed=seed, profile=profile,
+                    jax_gaps=[str(gap) for gap in _jax_compat.version_gaps()])
     report.kernels.append(kernel_entry(spec))
     runnable = _plan(spec, chosen, report)
     options = {"profile": profile, "max_examples": max_examples, "seed": seed, "database": database}

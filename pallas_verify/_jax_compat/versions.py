@@ -143,4 +143,10 @@ def gaps() -> tuple[Gap, ...]:
         found.append(Gap("GPU interpret mode (plgpu.InterpretGPUParams, new in 0.11)",
                          "the gpu_interpret backend is unavailable: no Mosaic GPU kernel is run, and GPU races, "
                          "out-of-bounds accesses and uninitialized reads are not checked"))
+    from pallas_verify._jax_compat.memwatch import available as watchable
+
+    if not watchable():
+        found.append(Gap("the memory layout of TPU interpret mode that the memory watch follows (new in 0.11)",
+                         "nothing is unchecked, but every metamorphic rerun runs with its knobs compiled in, so "
+                         "tpu_interpret costs more per example"))
     return tuple(found)
