@@ -7,20 +7,34 @@ STAMP := $(VENV)/.installed
 PYTHON312 := $(shell for py in python3.12 /root/.pyenv/versions/3.12.1/bin/python3; do \
   $$py -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { command -v $$py; break; }; done)
 PYTEST_WORKERS ?= auto
+# The JAX release of .venv, and the other supported releases `make test-jax` runs the
+# suite's core on, each in its own venv (.venvs/jax-VERSION), built from this file alone.
+JAX ?= 0.12.0.1
+JAX_OTHERS ?= 0.10.2 0.11.2
+EXTRAS := tpu,gpu,dev,cluster
+EXTRAS_OTHERS := tpu
 
-.PHONY: demo test test-fast bench lint clean redis-server
+.PHONY: demo test test-fast test-jax bench lint clean redis-server
 
-$(STAMP): pyproject.toml
-	@if [ ! -x $(PY) ]; then \
+# $(call venv,DIR,JAX_RELEASE,EXTRAS): a Python >= 3.12 venv at DIR with the project installed.
+define venv
+	@if [ ! -x $(1)/bin/python ]; then \
 	  if [ -z "$(PYTHON312)" ]; then \
 	    echo "error: Python 3.12 not found: install python3.12 on PATH (or at /root/.pyenv/versions/3.12.1/bin/python3)" >&2; exit 1; \
 	  fi; \
-	  $(PYTHON312) -m venv $(VENV); \
+	  $(PYTHON312) -m venv $(1); \
 	fi
-	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 12))' || { echo "error: $(VENV) is not Python >= 3.12; run 'make clean' and retry" >&2; exit 1; }
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[tpu,gpu,dev,cluster]'
-	@touch $(STAMP)
+	@$(1)/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 12))' || { echo "error: $(1) is not Python >= 3.12; run 'make clean' and retry" >&2; exit 1; }
+	$(1)/bin/python -m pip install --quiet --upgrade pip
+	$(1)/bin/python -m pip install --quiet -e '.[$(3)]' 'jax==$(2)' 'jaxlib==$(2)'
+	@touch $(1)/.installed
+endef
+
+$(STAMP): pyproject.toml Makefile
+	$(call venv,$(VENV),$(JAX),$(EXTRAS))
+
+.venvs/jax-%/.installed: pyproject.toml Makefile
+	$(call venv,.venvs/jax-$*,$*,$(EXTRAS_OTHERS))
 
 demo: $(STAMP)
 	$(VENV)/bin/pallas-verify backends
@@ -39,6 +53,16 @@ test: $(STAMP) redis-server
 test-fast: $(STAMP)
 	$(PY) tests/run_suite.py -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow"
 
+# The suite's core (tests marked jax_matrix) under every other supported JAX release, then
+# the version matrix itself (tests marked jax_versions) from .venv across those releases.
+test-jax: $(STAMP) $(foreach v,$(JAX_OTHERS),.venvs/jax-$(v)/.installed)
+	@set -e; for v in $(JAX_OTHERS); do \
+	  echo "== the suite's core under jax $$v"; \
+	  .venvs/jax-$$v/bin/python tests/run_suite.py -n $(PYTEST_WORKERS) --dist loadgroup -m jax_matrix; \
+	done
+	@echo "== the JAX-version matrix from $(VENV) (jax $(JAX))"
+	$(PY) tests/run_suite.py -n $(PYTEST_WORKERS) --dist loadgroup -m jax_versions
+
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
 
@@ -46,4 +70,4 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check pallas_verify strategies reference_kernels tests benchmarks
 
 clean:
-	rm -rf $(VENV) pv-out .hypothesis
+	rm -rf $(VENV) .venvs pv-out .hypothesis

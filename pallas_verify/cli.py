@@ -182,6 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pallas_verify.errors import PallasVerifyError
 
     try:
+        if args.command in _RUNS_KERNELS:
+            _say_jax_gaps()
         return _COMMANDS[args.command](args)
     except PallasVerifyError as exc:
         for line in str(exc).splitlines() or [""]:
@@ -191,6 +193,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not _stdout_closed():
             raise
         return EXIT_PIPE_CLOSED
+
+
+# The commands that run kernels here: they say first what the installed JAX lacks.
+_RUNS_KERNELS = frozenset({"verify", "fuzz", "conformance", "demo", "smith", "replay"})
+
+
+def _say_jax_gaps() -> None:
+    """What the installed JAX lacks and what is therefore not checked, once per run (the
+    report says it too: ``jax_gaps``)."""
+    from pallas_verify import _jax_compat
+
+    for gap in _jax_compat.version_gaps():
+        print(f"pallas-verify: {gap}", flush=True)
 
 
 # What a shell reports for a command whose reader went away (128 + SIGPIPE), e.g.
@@ -310,7 +325,8 @@ def _verify_end(report: Report, out: Path, json_path: Path | None, stopped: str 
         print(f"pallas-verify: error: {bad['reason']}", file=sys.stderr)
     if report.invalid:
         return EXIT_USAGE
-    return run_status(findings=bool(report.findings), interrupted=stopped is not None)
+    return run_status(findings=bool(report.findings), interrupted=stopped is not None,
+                      incomplete=any(r.status == "error" for r in report.results))
 
 
 def _check_import(target: str, limit_s: float) -> None:

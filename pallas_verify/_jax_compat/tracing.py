@@ -277,10 +277,10 @@ def index_map_function(closed: Any) -> Any:
     Pallas's own interpreter does (``BlockMapping.compute_start_indices_interpret``).
     The function returns the block indices followed by the (unchanged) prefetch values.
     """
+    import inspect
+
     import jax.extend as jex
     from jax._src.state import discharge
-
-    import inspect
 
     # JAX 0.11 added strip_memory_space (SMEM refs' memory space is dropped from the avals);
     # 0.10 discharges SMEM refs into plain arrays without it.

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["BackendResult", "Report", "cell_key", "divergence_cells", "finding_dict", "finding_from_dict", "join_reasons", "jsonable",
            "kernel_entry", "running_jax_version", "unrun_results", "write_atomic"]
 
-Status = Literal["pass", "fail", "unsupported", "skipped", "interrupted", "not_reached"]
+Status = Literal["pass", "fail", "unsupported", "skipped", "interrupted", "not_reached", "error"]
 _LIST_SEPARATOR = ", "  # reason and node hold their lists as text, in JSON too
 
 
@@ -42,7 +42,9 @@ class BackendResult:
         reason), skipped (backend not available here or not for this platform),
         interrupted (a signal stopped the run before this cell's search finished) or
         not_reached (a campaign did not get to run it: its budget ran out, or its units
-        were lost to the infrastructure; the reason says which).
+        were lost to the infrastructure; the reason says which) or error (pallas-verify's
+        own code failed on it, ``attribution.internal_error``: not judged, never the
+        kernel's fault).
       reason: why unsupported or skipped; the kinds of its findings for fail (a list,
         see ``reasons``).
       examples: examples Hypothesis generated and ran on this backend.
@@ -114,7 +116,8 @@ class Report:
     ``run`` is a campaign's account of itself (units, retries, lost units, notes); see
     docs/report-json.md. ``jax_version`` is the JAX release the run ran on: None (the
     default) writes this process's (``running_jax_version``); a report read back keeps its
-    own.
+    own. ``jax_gaps`` says what that release lacks and what is therefore not checked
+    (``_jax_compat.version_gaps``), once per run.
     """
 
     kernels: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -129,6 +132,7 @@ class Report:
     invalid: list[dict[str, str]] = dataclasses.field(default_factory=list)
     run: dict[str, Any] = dataclasses.field(default_factory=dict)
     jax_version: str | None = None
+    jax_gaps: list[str] = dataclasses.field(default_factory=list)
 
     def merge(self, other: Report) -> None:
         """Fold another report (e.g. one kernel's) into this one: a kernel both hold is one
@@ -145,6 +149,7 @@ class Report:
         self.findings.extend(other.findings)
         self.results.extend(other.results)
         self.invalid.extend(other.invalid)
+        self.jax_gaps.extend(g for g in other.jax_gaps if g not in self.jax_gaps)
         self.seconds += other.seconds
 
     def to_dict(self) -> dict[str, Any]:
@@ -155,6 +160,7 @@ class Report:
         return {
             "version": 1,
             "jax_version": self.jax_version if self.jax_version is not None else running_jax_version(),
+            "jax_gaps": list(self.jax_gaps),
             "seed": self.seed,
             "profile": self.profile,
             "seconds": round(self.seconds, 3),
@@ -182,7 +188,7 @@ class Report:
                    seed=data.get("seed"), profile=data.get("profile", "dev"), seconds=data.get("seconds", 0.0),
                    interrupted=data.get("interrupted", False), executor=data.get("executor"),
                    invalid=list(data.get("invalid_specs", [])), run=dict(data.get("run", {})),
-                   jax_version=data.get("jax_version"))
+                   jax_version=data.get("jax_version"), jax_gaps=list(data.get("jax_gaps", [])))
 
 
 def running_jax_version() -> str | None:

@@ -5,6 +5,8 @@ signals, stay findings."""
 
 from __future__ import annotations
 
+import re
+
 import subprocess
 import sys
 from pathlib import Path
@@ -71,10 +73,11 @@ def test_an_embedded_callback_traceback_is_the_one_read_and_sanitizer_signals_ar
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("good", "bad", "failing", "judge", "frame"), [
-    ("emit_pipeline_ragged", "emit_pipeline_ragged_bug", "interpret", "tpu_interpret", "discharge.py:519 in _index_array"),
-    ("dynamic_dma", "dynamic_dma_bug", "interpret", "tpu_interpret", "discharge.py:519 in _index_array"),
-    ("triton_softmax", "triton_softmax_bug", "gpu_interpret", "interpret", "jaxpr_interpret.py:1411 in interpret"),
-    ("atomic_rows", "atomic_rows_bug", "gpu_interpret", "interpret", "primitives.py:321 in _swap_abstract_eval"),
+    # The frames' line numbers differ between JAX releases (make test-jax runs this on each).
+    ("emit_pipeline_ragged", "emit_pipeline_ragged_bug", "interpret", "tpu_interpret", r"discharge.py:\d+ in _index_array"),
+    ("dynamic_dma", "dynamic_dma_bug", "interpret", "tpu_interpret", r"discharge.py:\d+ in _index_array"),
+    ("triton_softmax", "triton_softmax_bug", "gpu_interpret", "interpret", r"jaxpr_interpret.py:\d+ in interpret"),
+    ("atomic_rows", "atomic_rows_bug", "gpu_interpret", "interpret", r"primitives.py:\d+ in _swap_abstract_eval"),
     ("mgpu_threads", "mgpu_threads_bug", "interpret", "gpu_interpret", "_run_scoped_physicalize_rule"),
 ])
 def test_a_jax_failure_is_na_with_its_frame_while_the_other_interpreter_still_finds_a_planted_bug(
@@ -84,9 +87,9 @@ def test_a_jax_failure_is_na_with_its_frame_while_the_other_interpreter_still_fi
     assert report.findings == [], [f.message[:300] for f in report.findings]
     assert (cells[failing].status, cells[judge].status) == ("unsupported", "pass")
     assert cells[failing].reason.startswith(f"upstream limitation: {failing} fails inside JAX")
-    assert frame in cells[failing].reason and f"while {judge} runs the same example" in cells[failing].reason
+    assert re.search(frame, cells[failing].reason) and f"while {judge} runs the same example" in cells[failing].reason
     (limitation,) = report.kernels[0]["upstream"]  # listed once, with the frame and a reproducer
-    assert (limitation["backend"], limitation["clean_on"]) == (failing, judge) and frame in limitation["frame"]
+    assert (limitation["backend"], limitation["clean_on"]) == (failing, judge) and re.search(frame, limitation["frame"])
     assert Path(limitation["reproducer"]).exists()
 
     # A planted bug: the witness no longer runs the example clean; it finds the bug, and the
