@@ -1,5 +1,5 @@
-"""Multi-core: ``pl.kernel`` over a ``pltpu.TensorCoreMesh``; each core moves its own row
-range HBM -> VMEM -> HBM and squares it."""
+"""Multi-core: ``pl.kernel`` over a TensorCore mesh (``pltpu.create_tensorcore_mesh``); each
+core moves its own row range HBM -> VMEM -> HBM and squares it."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def _per_core(x_hbm, o_hbm, *, rows_per_core):
 def multicore_square(x: jax.Array, *, num_cores: int) -> jax.Array:
     """``x * x`` split by rows over ``num_cores`` TensorCores."""
     rows, _ = x.shape
-    mesh = pltpu.TensorCoreMesh(axis_name="core", num_cores=num_cores)
+    mesh = pltpu.create_tensorcore_mesh("core", num_cores=num_cores)  # JAX 0.10 to 0.12 alike
     body = functools.partial(_per_core, rows_per_core=rows // num_cores)
     return pl.kernel(body, out_type=jax.ShapeDtypeStruct(x.shape, x.dtype), mesh=mesh)(x)
 
