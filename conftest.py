@@ -47,9 +47,16 @@ def pytest_ignore_collect(collection_path, config):
     return True if where.startswith("tests/") and not where.startswith(JAX_MATRIX) else None
 
 
-def pytest_collection_modifyitems(config, items):  # noqa: ARG001 (pytest's hook signature)
+def pytest_collection_modifyitems(config, items):
     import pytest
 
+    missing = None
+    if any(item.get_closest_marker("gpu_interpret") for item in items):
+        from pallas_verify.backends.interpreters import GpuInterpret
+
+        missing = GpuInterpret().available()  # JAX 0.10 has no GPU interpret mode
     for item in items:
         if _where(item.path).startswith(JAX_MATRIX):
             item.add_marker(pytest.mark.jax_matrix)
+        if missing and item.get_closest_marker("gpu_interpret"):
+            item.add_marker(pytest.mark.skip(reason=missing))

@@ -92,20 +92,36 @@ def _check(kind: str, ref_aval: Any, transforms: list[Any], mask: Any) -> None:
     lax.cond(jnp.any(bad), call, lambda: None)
 
 
+def _head(rule: Any) -> int:
+    """How many arguments come before the flat operands of ``rule``, a discharge rule: one
+    context (JAX 0.11 and later), or the input and output avals (0.10)."""
+    import inspect
+
+    return 1 if next(iter(inspect.signature(rule).parameters)) == "ctx" else 2
+
+
+def _in_avals(head: tuple[Any, ...]) -> Any:
+    return head[0].in_avals if len(head) == 1 else head[0]
+
+
 def _checked_load(rule: Any) -> Any:
-    def checked(ctx: Any, *args_flat: Any, args_tree: Any, **params: Any) -> Any:
-        _ref, transforms, mask, _other = args_tree.unflatten(args_flat)
-        _check("load", ctx.in_avals[0], list(transforms), mask)
-        return rule(ctx, *args_flat, args_tree=args_tree, **params)
+    skip = _head(rule)
+
+    def checked(*args: Any, args_tree: Any, **params: Any) -> Any:
+        _ref, transforms, mask, _other = args_tree.unflatten(args[skip:])
+        _check("load", _in_avals(args[:skip])[0], list(transforms), mask)
+        return rule(*args, args_tree=args_tree, **params)
 
     return checked
 
 
 def _checked_swap(rule: Any) -> Any:
-    def checked(ctx: Any, *args_flat: Any, args_tree: Any, **params: Any) -> Any:
-        _ref, transforms, _val, mask = args_tree.unflatten(args_flat)
-        _check("store", ctx.in_avals[0], list(transforms), mask)
-        return rule(ctx, *args_flat, args_tree=args_tree, **params)
+    skip = _head(rule)
+
+    def checked(*args: Any, args_tree: Any, **params: Any) -> Any:
+        _ref, transforms, _val, mask = args_tree.unflatten(args[skip:])
+        _check("store", _in_avals(args[:skip])[0], list(transforms), mask)
+        return rule(*args, args_tree=args_tree, **params)
 
     return checked
 

@@ -92,7 +92,7 @@ def tool_frame(traceback: str) -> Frame | None:
     through_jax = False
     for frame in reversed(raising_frames(traceback)):
         owner = _owner(frame.path)
-        if owner == "nobody" or _posix(frame.path).endswith(_DELEGATES):
+        if owner == "nobody" or (through_jax and _posix(frame.path).endswith(_DELEGATES)):
             continue
         if owner == "jax":
             if any(part in _posix(frame.path) for part in _MACHINERY):
@@ -106,7 +106,7 @@ def tool_frame(traceback: str) -> Frame | None:
 
 
 # The tool's wrappers of JAX's own rules, which hand them their arguments unchanged: what
-# raises through them is JAX's (or the kernel's), not the tool's.
+# JAX's rule raises through them is JAX's (or the kernel's); what they raise is the tool's.
 _DELEGATES = ("/_jax_compat/bounds.py",)
 
 

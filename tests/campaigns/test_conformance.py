@@ -30,6 +30,7 @@ def test_kernel_patterns_select_bundled_specs():
         bundled_specs("nope")
 
 
+@pytest.mark.gpu_interpret
 @pytest.mark.slow
 def test_conformance_with_its_default_kernels_loads_and_runs_every_bundled_spec(tmp_path):
     """The default run: every catalog and upstream spec loads by reference in the unit's

@@ -6,7 +6,6 @@ signals, stay findings."""
 from __future__ import annotations
 
 import re
-
 import subprocess
 import sys
 from pathlib import Path
@@ -71,14 +70,17 @@ def test_an_embedded_callback_traceback_is_the_one_read_and_sanitizer_signals_ar
         assert upstream_frame(error) is None, message
 
 
+GPU = pytest.mark.gpu_interpret
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("good", "bad", "failing", "judge", "frame"), [
     # The frames' line numbers differ between JAX releases (make test-jax runs this on each).
     ("emit_pipeline_ragged", "emit_pipeline_ragged_bug", "interpret", "tpu_interpret", r"discharge.py:\d+ in _index_array"),
     ("dynamic_dma", "dynamic_dma_bug", "interpret", "tpu_interpret", r"discharge.py:\d+ in _index_array"),
-    ("triton_softmax", "triton_softmax_bug", "gpu_interpret", "interpret", r"jaxpr_interpret.py:\d+ in interpret"),
-    ("atomic_rows", "atomic_rows_bug", "gpu_interpret", "interpret", r"primitives.py:\d+ in _swap_abstract_eval"),
-    ("mgpu_threads", "mgpu_threads_bug", "interpret", "gpu_interpret", "_run_scoped_physicalize_rule"),
+    pytest.param("triton_softmax", "triton_softmax_bug", "gpu_interpret", "interpret", r"jaxpr_interpret.py:\d+ in interpret", marks=GPU),
+    pytest.param("atomic_rows", "atomic_rows_bug", "gpu_interpret", "interpret", r"primitives.py:\d+ in _swap_abstract_eval", marks=GPU),
+    pytest.param("mgpu_threads", "mgpu_threads_bug", "interpret", "gpu_interpret", "_run_scoped_physicalize_rule", marks=GPU),
 ])
 def test_a_jax_failure_is_na_with_its_frame_while_the_other_interpreter_still_finds_a_planted_bug(
         tmp_path, good, bad, failing, judge, frame):
@@ -140,6 +142,7 @@ def test_a_semaphore_passed_between_calls_is_clean_statically_and_na_on_both_int
     assert [(f.backend, f.kind) for f in planted.findings] == [("static", "input_mutation")]
 
 
+@pytest.mark.gpu_interpret
 @pytest.mark.slow
 def test_an_error_no_interpreter_runs_past_stays_a_finding(tmp_path):
     report = _run("scalar_atomic", ["interpret", "gpu_interpret"], tmp_path)

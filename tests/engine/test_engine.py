@@ -105,6 +105,7 @@ def test_platform_mismatch_and_declared_unsupported_are_not_run(tmp_path):
     assert got["interpret"].status == "unsupported" and got["interpret"].reason == "declared for the test"
 
 
+@pytest.mark.gpu_interpret
 def test_gpu_interpret_limitation_is_an_unsupported_cell_with_the_reason(tmp_path):
     report = verify(spec("good"), ["gpu_interpret"], max_examples=2, profile="ci", out_dir=tmp_path)
     cell = cells(report)["gpu_interpret"]

@@ -21,6 +21,7 @@ def cells(report):
     return {r.backend: r for r in report.results}
 
 
+@pytest.mark.gpu_interpret
 def test_a_pallas_call_vmapped_inside_the_kernel_is_na_on_gpu_interpret(tmp_path):
     report = verify(load_spec(f"{SPECS}::vmapped_inside"), ["interpret", "gpu_interpret"], max_examples=2,
                     profile="ci", out_dir=tmp_path)

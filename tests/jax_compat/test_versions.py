@@ -66,6 +66,7 @@ def _traceback(*stack):
     ((_TOOL, _COMPAT, _JAX), True),  # JAX's code, called by the tool's reading of JAX internals
     ((_TOOL, _JAX), False),  # JAX's code called by the tool's other code: running the kernel
     ((_TOOL, _HLO, _BOUNDS, _JAX), False),  # through the bounds wrapper into JAX's machinery: JAX's
+    ((_TOOL, _HLO, _BOUNDS), True),  # the bounds wrapper itself raised (a rule's signature it misread)
     ((_TOOL, _HLO, _KERNEL), False),  # the kernel's line raised
     ((_TOOL, _KERNEL, _COMPAT, _JAX), True),
 ])
