@@ -1,9 +1,10 @@
-"""Multi-core: ``pl.kernel`` over a TensorCore mesh (``pltpu.create_tensorcore_mesh``); each
-core moves its own row range HBM -> VMEM -> HBM and squares it."""
+"""Multi-core: ``pl.kernel`` over a TensorCore mesh; each core moves its own row range
+HBM -> VMEM -> HBM and squares it."""
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import jax
 from hypothesis import strategies as st
@@ -29,11 +30,19 @@ def _per_core(x_hbm, o_hbm, *, rows_per_core):
     pl.run_scoped(scoped, pltpu.VMEM((rows_per_core, x_hbm.shape[1]), x_hbm.dtype))
 
 
+def _core_mesh(num_cores: int) -> Any:
+    """A mesh of ``num_cores`` TensorCores: ``pltpu.TensorCoreMesh`` (JAX 0.11 on; 0.12
+    deprecates the factory), else ``pltpu.create_tensorcore_mesh`` (JAX 0.10)."""
+    if hasattr(pltpu, "TensorCoreMesh"):
+        return pltpu.TensorCoreMesh(axis_name="core", num_cores=num_cores)
+    return pltpu.create_tensorcore_mesh("core", num_cores=num_cores)
+
+
 @functools.partial(jax.jit, static_argnames=("num_cores",))
 def multicore_square(x: jax.Array, *, num_cores: int) -> jax.Array:
     """``x * x`` split by rows over ``num_cores`` TensorCores."""
     rows, _ = x.shape
-    mesh = pltpu.create_tensorcore_mesh("core", num_cores=num_cores)  # JAX 0.10 to 0.12 alike
+    mesh = _core_mesh(num_cores)
     body = functools.partial(_per_core, rows_per_core=rows // num_cores)
     return pl.kernel(body, out_type=jax.ShapeDtypeStruct(x.shape, x.dtype), mesh=mesh)(x)
 
