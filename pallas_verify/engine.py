@@ -155,7 +155,7 @@ def verify(
             interrupted = _stopped(exc, spec, runnable, searches, runner, report, Path(out_dir))
         if grid is not None:  # the kernel's own findings: reported once, before the backends'
             report.findings[:0] = _finish(list(grid.found.values()), None, runner, Path(out_dir))
-        notes = [*sorted(runner.references.notes), *runner.reruns.notes()]
+        notes = [*sorted(runner.references.notes), *runner.reruns.notes(), *runner.divergences.notes()]
         if notes:  # e.g. no float64 ground truth, reruns skipped: said once per spec, not a finding
             report.kernels[-1]["notes"] = notes
         if runner.tracer.notes:  # parts of the static check that did not run, and why

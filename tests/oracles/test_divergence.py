@@ -10,7 +10,7 @@ import numpy as np
 import pallas_verify as pv
 from pallas_verify.case import Case, ErrorInfo, Outcome
 from pallas_verify.findings import Finding
-from pallas_verify.oracles.divergence import divergence_findings
+from pallas_verify.oracles.divergence import Divergences, Tie, divergence_findings
 from pallas_verify.reference import Truth
 from pallas_verify.reports.report import BackendResult, divergence_cells
 from tests.oracles._crafted import CASE, PATHS, X, copy_spec
@@ -51,16 +51,32 @@ def test_the_float64_truth_decides_where_there_is_one():
     assert f.evidence["blamed"] == ["interpret"]
 
 
-def test_when_the_reference_cannot_decide_both_backends_are_named():
+def test_when_the_reference_cannot_decide_it_is_a_tie_noted_once_per_pair_not_a_finding():
     up, down = _nudged(X, 5), X.copy()
     down[5] = np.nextafter(X[5], np.float32(-np.inf))
-    [f] = divergence_findings([_on("interpret"), _on("tpu_interpret")],
-                              [Outcome(outputs=(up,)), Outcome(outputs=(down,))], PATHS, expected=[X])
-    assert f.backend == "tpu_interpret" and f.evidence["blamed"] == ["interpret", "tpu_interpret"]
-    assert "the reference cannot decide between them" in f.message
-    [g] = divergence_findings([_on("interpret"), _on("tpu_interpret")],
-                              [Outcome(outputs=(up,)), Outcome(outputs=(down,))], PATHS)
+    runs, outcomes = [_on("interpret"), _on("tpu_interpret")], [Outcome(outputs=(up,)), Outcome(outputs=(down,))]
+    ties: list[Tie] = []
+    assert divergence_findings(runs, outcomes, PATHS, expected=[X], ties=ties) == []
+    [tie] = ties
+    assert tie.backends == ("interpret", "tpu_interpret") and tie.differing == 1 and tie.error > 0
+    seen = Divergences()
+    for key in ("a", "b"):  # two examples, one pair of backends: one note that counts both
+        for case, outcome in zip(runs, outcomes, strict=True):
+            assert seen.findings(key, case, outcome, PATHS, expected=[X]) == []
+    [note] = seen.notes()
+    assert note.startswith("backend_divergence not charged to the kernel: interpret and tpu_interpret")
+    assert "on 2 example(s) (2 elements in all)" in note and "no evidence against the kernel" in note
+    # Without reference outputs nothing can decide: the finding names both.
+    [g] = divergence_findings(runs, outcomes, PATHS)
     assert g.evidence["blamed"] == ["interpret", "tpu_interpret"] and "no reference outputs" in g.message
+
+
+def test_one_backend_farther_off_by_one_bit_is_still_a_finding():
+    """A bug of one bit in one interpreter (the reference's value on the other): decided."""
+    [f] = divergence_findings([_on("interpret"), _on("tpu_interpret")],
+                              [Outcome(outputs=(_nudged(X, 5),)), Outcome(outputs=(X.copy(),))], PATHS,
+                              expected=[X])
+    assert f.backend == "interpret" and f.evidence["blamed"] == ["interpret"]
 
 
 def test_a_nan_where_the_reference_is_finite_is_infinitely_far():
