@@ -38,6 +38,7 @@ class SameSignature:
 
     kinds: Collection[str]
     signature: tuple[str, str] | None = None
+    first: str = ""  # the first failure's own message line (the signature is only its key)
     count: int = 0
     mixed: bool = False  # an example passed, or failed another way
     stopped: str | None = None
@@ -50,9 +51,11 @@ class SameSignature:
         if found is None or self.signature not in (None, found):
             self.mixed = True
             return False
+        if self.signature is None:
+            self.first = (findings[0].message.strip().splitlines() or [""])[0]
         self.signature, self.count = found, self.count + 1
         if self.count < SAME_SIGNATURE_STOP:
             return False
         self.stopped = (f"stopped early: all {self.count} examples run failed with the same signature "
-                        f"({found[0]}: {found[1][:160]}); more examples and shrinking would only repeat it")
+                        f"({found[0]}: {self.first[:160]}); more examples and shrinking would only repeat it")
         return True
