@@ -10,8 +10,7 @@ PYTEST_WORKERS ?= auto
 # The JAX release of .venv, and the other supported releases `make test-jax` runs the
 # suite's core on, each in its own venv (.venvs/jax-VERSION), built from this file alone.
 JAX ?= 0.12.0.1
-# 0.10.2's core still has known failures (docs/jax-versions.md): `make test-jax JAX_OTHERS=0.10.2`.
-JAX_OTHERS ?= 0.11.2
+JAX_OTHERS ?= 0.10.2 0.11.2
 EXTRAS := tpu,gpu,dev,cluster
 EXTRAS_OTHERS := tpu
 
