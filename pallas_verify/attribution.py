@@ -14,10 +14,17 @@ An exception a backend raises while running an example is an *upstream limitatio
    of its reference is on the way, so nothing the kernel did raised it; and
 4. another interpreter runs the very same example (config, inputs, transform), in its
    sanitizing mode (``witness_mode``: races detected, out-of-bounds reads raised, NaN
-   fill, one core), and judges it clean against the reference. When none does, the
-   error stays the kernel's ``exception`` finding, so an upstream-looking error can
-   never hide a kernel bug. (The witness's own search judges every example it draws with
-   its metamorphic reruns too; a witness run skips them.)
+   fill, one core), and judges it clean against the reference. (The witness's own
+   search judges every example it draws with its metamorphic reruns too; a witness run
+   skips them.)
+
+When no witness runs the example clean, the error stays the kernel's ``exception``
+finding, so an upstream-looking error can never hide a kernel bug, with one exception:
+when every other interpreter fails the same example inside JAX too (rules 1 to 3 hold for
+each one's error), no interpreter here can run the kernel at all. The cell is then n/a,
+"no interpreter here can run this kernel", naming each interpreter's error: nothing here
+judged the kernel, and nothing it did raised (only the static check and the compile
+targets check it).
 
 Each such limitation is recorded once per kernel and backend (``Upstream``), with the
 upstream error, its frame, the backend that ran the example clean, and a standalone
@@ -33,6 +40,7 @@ sanitizer signal (TPU interpret mode's revisit check, which ignores a BlockSpec'
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -111,7 +119,9 @@ class Upstream:
       error: the upstream error, ``Type: first line of the message``.
       frame: the JAX frame that raised it (``jax/_src/...py:LINE in FUNCTION``).
       site: the kernel's line jax names as the failing operation's source, if any.
-      clean_on: the interpreter that ran the same example and judged it clean.
+      clean_on: the interpreter that ran the same example and judged it clean; None when
+        none did because every other one fails it inside JAX too (``also_failing``: each
+        one's error and frame), so no interpreter here can run the kernel.
       config, mode: the example's config and the failing backend's mode.
       inputs: the example's inputs (not written to JSON; the reproducer's ``.npz``).
       reproducer: the plain-jax reproducer script, once written.
@@ -123,15 +133,23 @@ class Upstream:
     error: str
     frame: str
     site: str | None
-    clean_on: str
+    clean_on: str | None
     config: Mapping[str, Any]
     mode: Mapping[str, Any]
     inputs: tuple[Any, ...] = ()
     reproducer: str | None = None
+    also_failing: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def reason(self) -> str:
         """The n/a cell's reason."""
+        if self.clean_on is None:
+            others = "; ".join(f"{name}: {error}" for name, error in self.also_failing.items())
+            return (f"no interpreter here can run this kernel: {self.backend} fails inside JAX ({self.error}, raised "
+                    f"at {self.frame}), and so does every other interpreter on the same example ({others}), each with "
+                    f"no kernel code on the way (reproduced on JAX {_jax_version()}). Not judged here: only the static "
+                    "check and the compile targets check it; see the kernel's upstream list for plain-jax "
+                    "reproducers to report")
         return (f"upstream limitation: {self.backend} fails inside JAX on this kernel ({self.error}, raised at "
                 f"{self.frame}, with no kernel code on the way), while {self.clean_on} runs the same example "
                 f"and judges it clean (reproduced on JAX {_jax_version()}; see the kernel's upstream list for a "
@@ -139,7 +157,8 @@ class Upstream:
 
     def entry(self) -> dict[str, Any]:
         """The report's JSON record (``kernels[i]["upstream"]``)."""
-        fields = ("backend", "transform", "error", "frame", "site", "clean_on", "config", "mode", "reproducer")
+        fields = ("backend", "transform", "error", "frame", "site", "clean_on", "also_failing", "config", "mode",
+                  "reproducer")
         return {"jax_version": _jax_version(), **{f: getattr(self, f) for f in fields}}
 
 
@@ -160,26 +179,39 @@ def witness_mode(backend: str) -> dict[str, Any]:
 
 
 def attribute(case: Case, outcome: Outcome, backend: Backend, *, clean: Callable[[Case, Backend], bool],
+              failed: Callable[[Case], ErrorInfo | None] = lambda case: None,
               seen: dict[str, Upstream]) -> str | None:
     """The n/a reason when ``outcome``'s error (of ``case`` on ``backend``) is an upstream
     limitation (module docstring), else None. ``clean(case, witness)`` runs a case on the
-    witness backend and says whether it was judged clean; the first limitation per backend
-    is recorded in ``seen``."""
+    witness backend and says whether it was judged clean; ``failed(case)`` is the error a
+    witness's run of ``case`` raised, if any. When no witness runs the example clean but
+    every one fails it inside JAX too (the frame rule, rules 1 to 3), no interpreter here
+    can run the kernel: n/a as well, naming each. The first limitation per backend is
+    recorded in ``seen``."""
     if not backend.executes or outcome.crashed or outcome.timed_out:
         return None
     frame = upstream_frame(outcome.error)
     if frame is None:
         return None
+    assert outcome.error is not None
+    site = _jax_compat.operation_site(outcome.error.traceback)
+    met = functools.partial(Upstream, kernel=case.spec.name, backend=case.backend, transform=case.transform,
+                            error=_first_line(outcome.error), frame=str(frame), site=None if site is None else str(site),
+                            config=dict(case.config), mode=dict(case.mode), inputs=case.inputs)
+    others = {}
     for witness in witnesses(case.spec, case.backend):
-        if clean(dataclasses.replace(case, backend=witness.name, mode=dict(witness.witness_mode())), witness):
-            assert outcome.error is not None
-            site = _jax_compat.operation_site(outcome.error.traceback)
-            found = Upstream(kernel=case.spec.name, backend=case.backend, transform=case.transform,
-                             error=_first_line(outcome.error), frame=str(frame), site=None if site is None else str(site),
-                             clean_on=witness.name, config=dict(case.config), mode=dict(case.mode), inputs=case.inputs)
+        as_witness = dataclasses.replace(case, backend=witness.name, mode=dict(witness.witness_mode()))
+        if clean(as_witness, witness):
+            found = met(clean_on=witness.name)
             seen.setdefault(case.backend, found)  # once per kernel and backend
             return found.reason
-    return None
+        others[witness.name] = failed(as_witness)
+    if not others or any(upstream_frame(error) is None for error in others.values()):
+        return None  # a witness judged it, or failed it another way: the error stays the kernel's
+    found = met(clean_on=None, also_failing={name: f"{_first_line(e)} (at {upstream_frame(e)})"
+                                             for name, e in others.items() if e is not None})
+    seen.setdefault(case.backend, found)
+    return found.reason
 
 
 def _first_line(error: ErrorInfo) -> str:

@@ -20,7 +20,7 @@ from pallas_verify import _jax_compat, attribution, transforms
 from pallas_verify.backends.base import Backend
 from pallas_verify.backends.mosaic_params import ParamsCoverage
 from pallas_verify.backends.schedule import Coverage
-from pallas_verify.case import UNSUPPORTED, Case, Outcome
+from pallas_verify.case import UNSUPPORTED, Case, ErrorInfo, Outcome
 from pallas_verify.execution.sandbox import Running, Sandbox
 from pallas_verify.findings import Finding
 from pallas_verify.keys import Lru, example_key
@@ -99,6 +99,7 @@ class Runner:
         self.coverage: dict[tuple[str, str | None], Coverage] = {}  # (backend, transform) -> schedules run
         self.divergences = Divergences(self.cache_size)  # what each backend gave per example
         self._witnessed: Lru[str, bool] = Lru(maxsize=self.cache_size)  # example@backend -> judged clean there
+        self._witness_errors: Lru[str, ErrorInfo] = Lru(maxsize=self.cache_size)  # example@backend -> its error
         self.params_coverage: dict[tuple[str, str | None], ParamsCoverage] = {}  # ... -> compiler params drawn
         self._overridden: dict[tuple[str, str | None], int] = {}  # (backend, transform) -> examples with overrides
 
@@ -163,6 +164,8 @@ class Runner:
                 self.sandbox.collect(running)
             return Verdict([_reference_failure(self.spec.name, config, exc, transform)], {})
         outcome = self.sandbox.collect(running)
+        if witness and outcome.error is not None:  # what attribution asks when no witness runs it clean
+            self._witness_errors.put(_witness_key(case), outcome.error)
         if outcome.error is not None and outcome.error.type in (UNSUPPORTED, _jax_compat.MissingFeature.__name__):
             raise Unsupported(outcome.error.message)
         limitation = _jax_compat.upstream_limitation(outcome.error, backend=case.backend, transform=transform)
@@ -171,8 +174,9 @@ class Runner:
         internal = attribution.internal_error(outcome.error)
         if internal:
             raise InternalError(internal)
-        upstream = attribution.attribute(case, outcome, backend, clean=self._judged_clean, seen=self.upstream) if (
-            not witness and outcome.error is not None) else None
+        upstream = attribution.attribute(case, outcome, backend, clean=self._judged_clean,
+                                         failed=lambda other: self._witness_errors.get(_witness_key(other)),
+                                         seen=self.upstream) if not witness and outcome.error is not None else None
         if upstream:
             raise Unsupported(upstream)
         judged = approx_math_case(transforms.judged(case, expected), backend)  # what approx_math permits
@@ -190,7 +194,7 @@ class Runner:
     def _judged_clean(self, case: Case, backend: Backend) -> bool:
         """Whether ``case`` runs on ``backend`` with no finding (it witnesses an upstream
         limitation on another backend); asked once per example, transform and backend."""
-        key = f"{example_key(case.config, case.inputs)}+{case.transform}@{case.backend}"
+        key = _witness_key(case)
         if key not in self._witnessed:
             try:
                 clean = not self.judge(case.config, case.inputs, backend, case.mode, case.transform,
@@ -222,6 +226,11 @@ class Runner:
                                   "per mosaic_tpu cell (each costs a second compile)")
         return {**mode, "compiler_params": {}}
 
+
+
+def _witness_key(case: Case) -> str:
+    """``example+transform@backend``: one example run as a witness on one backend."""
+    return f"{example_key(case.config, case.inputs)}+{case.transform}@{case.backend}"
 
 
 def _reference_failure(kernel: str, config: Mapping[str, Any], exc: Exception, transform: str | None) -> Finding:

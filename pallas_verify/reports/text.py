@@ -74,8 +74,11 @@ def upstream_lines(kernel: Mapping[str, Any]) -> list[str]:
     lines = []
     for u in kernel.get("upstream", ()):
         under = f" (under {u['transform']})" if u.get("transform") else ""
+        witness = (f"{u['clean_on']} runs the same example clean" if u.get("clean_on") else
+                   "no other interpreter runs it either: " + "; ".join(f"{k}: {v}" for k, v in
+                                                                         u.get("also_failing", {}).items()))
         lines.append(f"upstream limitation on {u['backend']}{under}: {u['error']} raised at {u['frame']}; "
-                     f"{u['clean_on']} runs the same example clean (config {u['config']})")
+                     f"{witness} (config {u['config']})")
         repro = f"python {u['reproducer']}" if u.get("reproducer") else u.get("reproducer_missing", "none")
         lines.append(f"  plain-jax reproducer to report to JAX: {repro}")
     return lines

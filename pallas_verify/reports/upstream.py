@@ -22,14 +22,14 @@ from pallas_verify.reports.reproducer import file_stem
 __all__ = ["upstream_entries", "write_upstream_reproducer"]
 
 _TEMPLATE = '''#!/usr/bin/env python
-"""JAX fails to run the Pallas kernel {kernel!r} on {backend}; {witness} runs the same example.
+"""JAX fails to run the Pallas kernel {kernel!r} on {backend}; {witnessed}.
 
   error:     {error}
   raised at: {frame}{site}
 
 Found by pallas-verify (an upstream limitation, JAX {version}). {how}
 
-Run `python {script}`: it runs the example as {witness} does (it works), then as
+Run `python {script}`: {runs_witness}it runs the example as
 {backend} does (JAX fails) and prints the traceback. Exit status: 1 while JAX fails,
 0 once it runs the kernel, 3 when the kernel does not run here at all.
 """
@@ -113,12 +113,14 @@ def main():
         kernel, accepts = load_kernel()
         inputs, config = load_inputs()
         config = {{k: v for k, v in config.items() if accepts is None or k in accepts}}
-        run(WITNESS[1](), kernel, inputs, config)
+        if WITNESS[0] is not None:
+            run(WITNESS[1](), kernel, inputs, config)
     except Exception:
         traceback.print_exc()
         print(f"cannot run the kernel here: it fails as {{WITNESS[0]}} runs it too")
         return 3
-    print(f"{{WITNESS[0]}}: the kernel runs")
+    if WITNESS[0] is not None:
+        print(f"{{WITNESS[0]}}: the kernel runs")
     try:
         run(FAILING[1](), kernel, inputs, config)
     except Exception:
@@ -195,10 +197,16 @@ def write_upstream_reproducer(record: Any, spec: Any, spec_ref: str | None, out_
                "spec, with pallas-verify; make it a module function to get a script that needs jax alone.")
     script.write_text(_TEMPLATE.format(
         kernel=record.kernel, backend=record.backend, witness=record.clean_on, error=record.error,
+        witnessed=(f"{record.clean_on} runs the same example" if record.clean_on else
+                   "no other interpreter runs it either (" + "; ".join(
+                       f"{k}: {v}" for k, v in record.also_failing.items()) + ")"),
+        runs_witness=(f"it runs the example as {record.clean_on} does (it works), then " if record.clean_on
+                      else ""),
         frame=record.frame, site=f"\n  operation: {record.site}" if record.site else "", version=jax.__version__,
         how=how, script=script.name, config=config_src or "None  # not a Python literal: in the .npz",
         transform=record.transform, tpu="tpu" in spec.platforms,
         failing=registry.get(record.backend).interpret_source(record.mode),  # type: ignore[attr-defined]
-        witness_src=registry.get(record.clean_on).interpret_source(witness_mode(record.clean_on)),  # type: ignore[attr-defined]
+        witness_src="None" if record.clean_on is None else registry.get(record.clean_on).interpret_source(  # type: ignore[attr-defined]
+            witness_mode(record.clean_on)),
         loader=loader))
     return {"reproducer": str(script.resolve())}

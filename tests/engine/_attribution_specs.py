@@ -253,3 +253,53 @@ scalar_atomic = _fixed("scalar_atomic", scalar_atomic_max, lambda x: x.max(),
                        lambda rng: (_normal(rng, 4),), platforms=("gpu",))
 out_of_bounds_read = _fixed("out_of_bounds_read", read_past_the_end, lambda x: x[-8:],
                             lambda rng: (_normal(rng, 16),))
+
+
+# No interpreter runs it: the HLO interpreter cannot discharge the DMA of dynamic size,
+# and TPU interpret mode has no rule for pl.semaphore_read; each fails inside JAX.
+def _dynamic_dma_read_sem_body(array_ref, data_ref, index_ref, size_ref, aliased_ref, sem, pending_ref):
+    del aliased_ref
+    size = size_ref[0]
+    copy = pltpu.async_copy(data_ref.at[pl.ds(0, size)], array_ref.at[pl.ds(index_ref[0], size)], sem)
+    pending_ref[0] = pl.semaphore_read(sem)
+    copy.wait()
+
+
+@jax.jit
+def dynamic_dma_read_sem(array, data, index, size):
+    return pl.pallas_call(
+        _dynamic_dma_read_sem_body,
+        out_shape=jax.ShapeDtypeStruct.like(array),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY), pl.BlockSpec(memory_space=pltpu.VMEM),
+                  pl.BlockSpec(memory_space=pltpu.SMEM), pl.BlockSpec(memory_space=pltpu.SMEM)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY),
+        scratch_shapes=[pltpu.SemaphoreType.DMA, pltpu.SMEM((1,), jnp.int32)],
+        input_output_aliases={0: 0},
+    )(array, data, index, size)
+
+
+nothing_runs = _fixed("nothing_runs", dynamic_dma_read_sem, dma.dynamic_dma_reference, _dma_inputs)
+
+
+def _read_sem_past_the_end_body(array_ref, data_ref, index_ref, size_ref, aliased_ref, sem, pending_ref):
+    """The planted bug: a static window 8 rows past the array's end (the kernel's own line)."""
+    del aliased_ref, index_ref, size_ref
+    copy = pltpu.async_copy(data_ref, array_ref.at[pl.ds(array_ref.shape[0], 8)], sem)
+    pending_ref[0] = pl.semaphore_read(sem)
+    copy.wait()
+
+
+@jax.jit
+def read_sem_past_the_end(array, data, index, size):
+    return pl.pallas_call(
+        _read_sem_past_the_end_body,
+        out_shape=jax.ShapeDtypeStruct.like(array),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY), pl.BlockSpec(memory_space=pltpu.VMEM),
+                  pl.BlockSpec(memory_space=pltpu.SMEM), pl.BlockSpec(memory_space=pltpu.SMEM)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY),
+        scratch_shapes=[pltpu.SemaphoreType.DMA, pltpu.SMEM((1,), jnp.int32)],
+        input_output_aliases={0: 0},
+    )(array, data, index, size)
+
+
+nothing_runs_bug = _fixed("nothing_runs_bug", read_sem_past_the_end, dma.dynamic_dma_reference, _dma_inputs)

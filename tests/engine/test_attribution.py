@@ -142,12 +142,32 @@ def test_a_semaphore_passed_between_calls_is_clean_statically_and_na_on_both_int
     assert [(f.backend, f.kind) for f in planted.findings] == [("static", "input_mutation")]
 
 
-@pytest.mark.gpu_interpret
 @pytest.mark.slow
-def test_an_error_no_interpreter_runs_past_stays_a_finding(tmp_path):
-    report = _run("scalar_atomic", ["interpret", "gpu_interpret"], tmp_path)
-    assert {(r.backend, r.status) for r in report.results} == {("interpret", "fail"), ("gpu_interpret", "fail")}
-    assert {f.kind for f in report.findings} == {"exception"}
+@pytest.mark.parametrize(("name", "backends"), [
+    ("nothing_runs", ["interpret", "tpu_interpret"]),  # a DMA of dynamic size; pl.semaphore_read
+    pytest.param("scalar_atomic", ["interpret", "gpu_interpret"], marks=GPU),  # Triton scalar atomics
+])
+def test_a_kernel_every_interpreter_fails_inside_jax_is_na_on_each_naming_the_others_and_no_finding(
+        tmp_path, name, backends):
+    report = _run(name, backends, tmp_path)
+    cells = _cells(report)
+    assert report.findings == [], [f.message[:300] for f in report.findings]
+    for backend, other in (backends, backends[::-1]):
+        assert cells[backend].status == "unsupported"
+        assert cells[backend].reason.startswith(f"no interpreter here can run this kernel: {backend} fails inside JAX")
+        assert f"so does every other interpreter on the same example ({other}: " in cells[backend].reason
+    entries = {u["backend"]: u for u in report.kernels[0]["upstream"]}
+    assert set(entries) == set(backends)
+    for backend, other in (backends, backends[::-1]):
+        assert entries[backend]["clean_on"] is None and set(entries[backend]["also_failing"]) == {other}
+        assert Path(entries[backend]["reproducer"]).exists()
+
+
+@pytest.mark.slow
+def test_an_error_with_the_kernels_own_frame_stays_a_finding_though_no_interpreter_runs_it(tmp_path):
+    """The same kernel with a bug planted where JAX fails: the DMA reads past its source."""
+    report = _run("nothing_runs_bug", ["interpret", "tpu_interpret"], tmp_path)
+    assert {r.status for r in report.results} == {"fail"}
     assert "upstream" not in report.kernels[0]
 
 
