@@ -155,6 +155,13 @@ class Upstream:
                 f"and judges it clean (reproduced on JAX {_jax_version()}; see the kernel's upstream list for a "
                 "plain-jax reproducer to report)")
 
+    def explains(self, finding: Any) -> bool:
+        """Whether ``finding`` is this same JAX failure, met on an example before any witness
+        ran one clean (its search then ends n/a: one cell, one verdict)."""
+        first = (str(finding.message).strip().splitlines() or [""])[0]
+        return (finding.kind == "exception" and finding.backend == self.backend
+                and finding.transform == self.transform and first[:200] == self.error[:200])
+
     def entry(self) -> dict[str, Any]:
         """The report's JSON record (``kernels[i]["upstream"]``)."""
         fields = ("backend", "transform", "error", "frame", "site", "clean_on", "also_failing", "config", "mode",

@@ -139,7 +139,8 @@ def verify(
                         search.done = (cap is None or bool(search.found) or search.unsupported is not None
                                        or search.internal is not None)
                 for search in searches:
-                    findings = _finish([(f, ex, *search.first_seen.get(f.kind, (0.0, 0))) for f, ex in search.found],
+                    found = _unexplained(search, runner.upstream.get(backend.name))
+                    findings = _finish([(f, ex, *search.first_seen.get(f.kind, (0.0, 0))) for f, ex in found],
                                        search.shrink.stopped, runner, Path(out_dir))
                     report.findings.extend(findings)
                     coverage = runner.coverage.get((backend.name, search.transform))
@@ -200,6 +201,14 @@ def _finish(found: list[tuple[Finding, dict[str, Any], float, int]], shrink_stop
         finding = dataclasses.replace(finding, elapsed_s=seconds, evidence=evidence)
         done.append(write_reproducer(finding, example, runner.spec_ref, out_dir))
     return done
+
+
+def _unexplained(search: Search, limitation: Any) -> list[tuple[Finding, dict[str, Any]]]:
+    """A search's findings, but, when it ended n/a for an upstream limitation, those that
+    are the same JAX failure met before a witness ran an example clean (one verdict)."""
+    if not search.unsupported or limitation is None:
+        return search.found
+    return [(f, example) for f, example in search.found if not limitation.explains(f)]
 
 
 def _plan(spec: KernelSpec, chosen: list[Backend], report: Report) -> list[Backend]:

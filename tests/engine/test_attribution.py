@@ -193,3 +193,25 @@ def test_the_upstream_reproducer_runs_with_plain_jax_and_exits_1_while_jax_fails
     assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
     assert "tpu_interpret: the kernel runs" in run.stdout
     assert "Shapes must be 1D sequences of concrete values" in run.stderr
+
+
+def test_a_cell_that_ends_na_drops_the_same_jax_failure_met_before_any_witness_ran_clean():
+    """One cell, one verdict: an exception met while no witness ran an example clean, then
+    an upstream limitation once one did, is one JAX failure; another exception stays."""
+    import types
+
+    from pallas_verify.attribution import Upstream
+    from pallas_verify.engine import _unexplained
+    from pallas_verify.findings import Finding
+
+    limitation = Upstream(kernel="k", backend="tpu_interpret", transform="vmap", error="ValueError: safe_zip boom",
+                          frame="jax/x.py:1 in f", site=None, clean_on="interpret", config={}, mode={})
+    same = Finding(kind="exception", kernel="k", backend="tpu_interpret", transform="vmap",
+                   message="ValueError: safe_zip boom\nmore")
+    other = Finding(kind="exception", kernel="k", backend="tpu_interpret", transform="vmap",
+                    message="KeyError: the kernel's own")
+    mismatch = Finding(kind="mismatch", kernel="k", backend="tpu_interpret", transform="vmap", message="x")
+    search = types.SimpleNamespace(unsupported=limitation.reason, found=[(same, {}), (other, {}), (mismatch, {})])
+    assert [f for f, _ in _unexplained(search, limitation)] == [other, mismatch]
+    search.unsupported = None  # a cell that did not end n/a keeps everything
+    assert len(_unexplained(search, limitation)) == 3
