@@ -145,7 +145,7 @@ def verify(
                     report.findings.extend(findings)
                     coverage = runner.coverage.get((backend.name, search.transform))
                     params = runner.params_coverage.get((backend.name, search.transform))
-                    result = _result(spec, backend, findings, search)
+                    result = _no_pallas_cell(_result(spec, backend, findings, search), runner.tracer)
                     result = result if coverage is None else dataclasses.replace(result, grid_coverage=coverage.figure())
                     report.results.append(result if params is None else
                                           dataclasses.replace(result, compiler_params=params.figure()))
@@ -156,7 +156,8 @@ def verify(
             interrupted = _stopped(exc, spec, runnable, searches, runner, report, Path(out_dir))
         if grid is not None:  # the kernel's own findings: reported once, before the backends'
             report.findings[:0] = _finish(list(grid.found.values()), None, runner, Path(out_dir))
-        notes = [*sorted(runner.references.notes), *runner.reruns.notes(), *runner.divergences.notes()]
+        notes = [*sorted(runner.references.notes), *runner.reruns.notes(), *runner.divergences.notes(),
+                 *_no_pallas_note(runner.tracer)]
         if notes:  # e.g. no float64 ground truth, reruns skipped: said once per spec, not a finding
             report.kernels[-1]["notes"] = notes
         if runner.tracer.notes:  # parts of the static check that did not run, and why
@@ -201,6 +202,27 @@ def _finish(found: list[tuple[Finding, dict[str, Any], float, int]], shrink_stop
         finding = dataclasses.replace(finding, elapsed_s=seconds, evidence=evidence)
         done.append(write_reproducer(finding, example, runner.spec_ref, out_dir))
     return done
+
+
+def _no_pallas_cell(result: BackendResult, tracer: Any) -> BackendResult:
+    """No Pallas, no PASS: a passing cell of a spec none of whose examples the static check
+    traced ran a Pallas kernel is skipped, saying so (nothing Pallas was tested)."""
+    if result.status != "pass" or not tracer.kernelless or len(tracer.kernelless) < len(tracer.checked):
+        return result
+    configs = list(tracer.kernelless.values())
+    return dataclasses.replace(result, status="skipped", reason=(
+        f"no Pallas kernel ran: none of the {len(configs)} configs traced ran a pallas_call, pl.kernel or "
+        f"core_map (e.g. {configs[0]}), so nothing here tested Pallas code. Draw the inputs or configs that take "
+        "the function's Pallas path"))
+
+
+def _no_pallas_note(tracer: Any) -> list[str]:
+    """The note counting the configs that ran no Pallas kernel, when others did."""
+    configs = list(tracer.kernelless.values())
+    if not configs or len(configs) == len(tracer.checked):
+        return []
+    return [f"{len(configs)} of {len(tracer.checked)} configs traced ran no Pallas kernel (e.g. {configs[0]}): "
+            "their examples tested the function's non-Pallas path only"]
 
 
 def _unexplained(search: Search, limitation: Any) -> list[tuple[Finding, dict[str, Any]]]:

@@ -80,11 +80,15 @@ class Tracer:
 
     Attributes:
       notes: "static check skipped for <call>: <reason>", each once.
+      checked, kernelless: the configs (and input shapes) the static check traced, and
+        those of them that ran no Pallas kernel at all.
     """
 
     def __init__(self, spec: KernelSpec, sandbox: Sandbox, *, cache_size: int = 256) -> None:
         self.spec, self.sandbox = spec, sandbox
         self.notes: list[str] = []
+        self.checked: set[str] = set()
+        self.kernelless: dict[str, Mapping[str, Any]] = {}  # key -> its config
         self._static: Lru[str, Traced[list[Finding]]] = Lru(maxsize=cache_size)
 
     def static(self, config: Mapping[str, Any], inputs: Sequence[np.ndarray]) -> Traced[list[Finding]]:
@@ -100,6 +104,9 @@ class Tracer:
         def findings() -> list[Finding]:
             done = static.static_result(self.spec.name, config, task.answer())
             self.notes.extend(n for n in done.notes if n not in self.notes)
+            self.checked.add(key)
+            if done.no_kernel:
+                self.kernelless[key] = dict(config)
             return done.findings
 
         traced = Traced(findings)

@@ -32,8 +32,26 @@ def _static(spec: KernelSpec, request: Mapping[str, Any]) -> list[Any]:
 
     with trace_context(spec.platforms):  # the device context the backends trace under
         calls = check.grid_mappings(spec.kernel, request["inputs"], request["config"])
+        if not calls and not _runs_a_kernel(spec, request):
+            return [check.GridIssue(kind=check.NO_KERNEL, call=spec.name, message=(
+                f"{spec.name} ran no Pallas kernel (no pallas_call, pl.kernel or core_map) for config "
+                f"{dict(request['config'])}"))]
         return [*(issue for call in calls for issue in check.check_call(call)), *tiling_issues(spec, calls),
                 *invariant_issues(spec.kernel, request["inputs"], request["config"])]
+
+
+def _runs_a_kernel(spec: KernelSpec, request: Mapping[str, Any]) -> bool:
+    """Whether the kernel function, traced on the example's shapes, holds any Pallas kernel
+    (a kernel over a mesh has no grid mapping, so ``grid_mappings`` does not list it)."""
+    import jax
+    import numpy as np
+
+    from pallas_verify import _jax_compat
+
+    avals = [jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype) for x in request["inputs"]]
+    with _jax_compat.gpu_device_facts():
+        closed = jax.make_jaxpr(lambda *xs: spec.kernel(*xs, **request["config"]))(*avals)
+    return any(_jax_compat.is_kernel(eqn) for eqn in _jax_compat.equations(closed.jaxpr))
 
 
 def _blame(spec: KernelSpec, request: Mapping[str, Any]) -> Any:

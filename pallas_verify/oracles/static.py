@@ -18,6 +18,7 @@ from typing import Any
 
 from pallas_verify.case import Outcome
 from pallas_verify.findings import Finding
+from pallas_verify.grid.check import NO_KERNEL
 
 __all__ = ["StaticResult", "blamed", "static_result", "trace_failure"]
 
@@ -33,6 +34,7 @@ class StaticResult:
 
     findings: list[Finding]
     notes: list[str]
+    no_kernel: bool = False  # the example ran no Pallas kernel at all
 
 
 def trace_failure(kernel: str, config: Mapping[str, Any], outcome: Outcome,
@@ -65,6 +67,8 @@ def static_result(kernel: str, config: Mapping[str, Any], answer: Any) -> Static
             "backends' searches trace and run the kernel themselves and report what it does"])
     if isinstance(answer, Outcome):  # the kernel's Python hung or aborted while traced: the kernel's
         return StaticResult(findings=[trace_failure(kernel, config, answer)], notes=[])
+    if any(i.kind == NO_KERNEL for i in answer):
+        return StaticResult(findings=[], notes=[], no_kernel=True)
     findings = [Finding(kind=i.kind, kernel=kernel, backend="static", message=i.message, config=dict(config),
                         evidence={"call": i.call, "operand": i.operand, "block": i.block, "grid_points": i.grid_points})
                 for i in answer if i.is_finding]
