@@ -21,7 +21,8 @@ An exception a backend raises while running an example is an *upstream limitatio
 When no witness runs the example clean, the error stays the kernel's ``exception``
 finding, so an upstream-looking error can never hide a kernel bug, with one exception:
 when every other interpreter fails the same example inside JAX too (rules 1 to 3 hold for
-each one's error), no interpreter here can run the kernel at all. The cell is then n/a,
+each one's error), or no other interpreter here serves the kernel's platforms, no
+interpreter here can run the kernel at all. The cell is then n/a,
 "no interpreter here can run this kernel", naming each interpreter's error: nothing here
 judged the kernel, and nothing it did raised (only the static check and the compile
 targets check it).
@@ -144,10 +145,12 @@ class Upstream:
     def reason(self) -> str:
         """The n/a cell's reason."""
         if self.clean_on is None:
-            others = "; ".join(f"{name}: {error}" for name, error in self.also_failing.items())
+            others = ("and so does every other interpreter on the same example (" + "; ".join(
+                f"{name}: {error}" for name, error in self.also_failing.items()) + ")" if self.also_failing else
+                "and no other interpreter here serves the kernel's platforms")
             return (f"no interpreter here can run this kernel: {self.backend} fails inside JAX ({self.error}, raised "
-                    f"at {self.frame}), and so does every other interpreter on the same example ({others}), each with "
-                    f"no kernel code on the way (reproduced on JAX {_jax_version()}). Not judged here: only the static "
+                    f"at {self.frame}), {others}, with no kernel code on the way (reproduced on JAX "
+                    f"{_jax_version()}). Not judged here: only the static "
                     "check and the compile targets check it; see the kernel's upstream list for plain-jax "
                     "reproducers to report")
         return (f"upstream limitation: {self.backend} fails inside JAX on this kernel ({self.error}, raised at "
@@ -213,7 +216,7 @@ def attribute(case: Case, outcome: Outcome, backend: Backend, *, clean: Callable
             seen.setdefault(case.backend, found)  # once per kernel and backend
             return found.reason
         others[witness.name] = failed(as_witness)
-    if not others or any(upstream_frame(error) is None for error in others.values()):
+    if any(upstream_frame(error) is None for error in others.values()):
         return None  # a witness judged it, or failed it another way: the error stays the kernel's
     found = met(clean_on=None, also_failing={name: f"{_first_line(e)} (at {upstream_frame(e)})"
                                              for name, e in others.items() if e is not None})

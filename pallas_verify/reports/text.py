@@ -75,8 +75,8 @@ def upstream_lines(kernel: Mapping[str, Any]) -> list[str]:
     for u in kernel.get("upstream", ()):
         under = f" (under {u['transform']})" if u.get("transform") else ""
         witness = (f"{u['clean_on']} runs the same example clean" if u.get("clean_on") else
-                   "no other interpreter runs it either: " + "; ".join(f"{k}: {v}" for k, v in
-                                                                         u.get("also_failing", {}).items()))
+                   "no other interpreter runs it either: " + ("; ".join(
+                       f"{k}: {v}" for k, v in u.get("also_failing", {}).items()) or "none here serves it"))
         lines.append(f"upstream limitation on {u['backend']}{under}: {u['error']} raised at {u['frame']}; "
                      f"{witness} (config {u['config']})")
         repro = f"python {u['reproducer']}" if u.get("reproducer") else u.get("reproducer_missing", "none")

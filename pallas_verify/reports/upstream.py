@@ -198,8 +198,8 @@ def write_upstream_reproducer(record: Any, spec: Any, spec_ref: str | None, out_
     script.write_text(_TEMPLATE.format(
         kernel=record.kernel, backend=record.backend, witness=record.clean_on, error=record.error,
         witnessed=(f"{record.clean_on} runs the same example" if record.clean_on else
-                   "no other interpreter runs it either (" + "; ".join(
-                       f"{k}: {v}" for k, v in record.also_failing.items()) + ")"),
+                   "no other interpreter runs it either (" + ("; ".join(
+                       f"{k}: {v}" for k, v in record.also_failing.items()) or "none here serves it") + ")"),
         runs_witness=(f"it runs the example as {record.clean_on} does (it works), then " if record.clean_on
                       else ""),
         frame=record.frame, site=f"\n  operation: {record.site}" if record.site else "", version=jax.__version__,
