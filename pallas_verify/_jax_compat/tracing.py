@@ -289,8 +289,23 @@ def index_map_function(closed: Any) -> Any:
 
 
 def written_refs(jaxpr: Any) -> list[Any]:
-    """The inputs (vars, or positions) of ``jaxpr`` that it writes or accumulates into."""
+    """The inputs (vars, or positions) of ``jaxpr`` that it writes or accumulates into.
+
+    A DMA wait writes only its semaphore, yet JAX 0.10 declares a write to the source ref
+    of a remote copy's send wait (it binds ``dma_wait`` with source and destination
+    swapped, and its effects did not swap back until 0.11): a data ref that only such
+    waits (of this jaxpr's own equations) write is not counted."""
     from jax._src.state import types as state_types
 
     kinds = (state_types.WriteEffect, state_types.AccumEffect)
-    return [eff.input for eff in jaxpr.effects if isinstance(eff, kinds)]
+    written = [eff.input for eff in jaxpr.effects if isinstance(eff, kinds)]
+    by_others = {eff.input for eqn in jaxpr.eqns if eqn.primitive.name != "dma_wait"
+                 for eff in eqn.effects if isinstance(eff, kinds)}
+    by_waits = {eff.input for eqn in jaxpr.eqns if eqn.primitive.name == "dma_wait"
+                for eff in eqn.effects if isinstance(eff, kinds)}
+    return [ref for ref in written if ref in by_others or ref not in by_waits or _is_semaphore_ref(ref)]
+
+
+def _is_semaphore_ref(ref: Any) -> bool:
+    aval = getattr(ref, "aval", None)
+    return aval is not None and _is_semaphore(getattr(aval, "dtype", None))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 from hypothesis import strategies as st
 
@@ -120,3 +121,33 @@ def test_the_tools_own_failure_is_an_error_cell_with_no_finding_and_the_other_ba
     assert reason.startswith("internal error: pallas-verify's own code failed (KeyError: 'sc'")
     assert "_jax_compat/versions.py" in reason and "no finding against the kernel" in reason
     assert dataclasses.asdict(cells["tpu_interpret"])["status"] == "error"
+
+
+def test_a_data_ref_that_only_a_dma_wait_writes_is_not_written():
+    """JAX 0.10 declares a write to the source of a remote copy's send wait; a wait writes
+    only its semaphore, so the kernel's input is not mutated (a false input_mutation)."""
+    import types
+
+    from jax._src.state import types as state_types
+    from jax.experimental.pallas import tpu as pltpu
+
+    from pallas_verify._jax_compat.tracing import written_refs
+
+    class Ref:  # a ref var: hashable, with its aval's dtype
+        def __init__(self, dtype):
+            self.aval = types.SimpleNamespace(dtype=dtype)
+
+    ref = Ref
+
+    x, out, sem = ref(np.dtype("float32")), ref(np.dtype("float32")), ref(pltpu.SemaphoreType.DMA(()).dtype)
+    write, read = state_types.WriteEffect, state_types.ReadEffect
+
+    def eqn(name, *effects):
+        return types.SimpleNamespace(primitive=types.SimpleNamespace(name=name), effects=set(effects))
+
+    eqns = [eqn("dma_start", read(x), write(out), write(sem)), eqn("dma_wait", write(x), read(out), write(sem)),
+            eqn("dma_wait", read(x), write(out), write(sem))]
+    jaxpr = types.SimpleNamespace(eqns=eqns, effects=set().union(*(e.effects for e in eqns)))
+    assert set(map(id, written_refs(jaxpr))) == {id(out), id(sem)}
+    jaxpr.eqns.append(eqn("swap", write(x)))  # a real write of x: counted
+    assert id(x) in set(map(id, written_refs(jaxpr)))
