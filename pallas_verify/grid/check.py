@@ -171,6 +171,12 @@ def _race_issues(call, operand, points, blocks) -> list[GridIssue]:
     pts = points[ids == racy[0]]
     block = _tuple(blocks[ids == racy[0]][0])
     names = ", ".join(_axis_name(call, d) for d in parallel if len(np.unique(pts[:, d])) > 1)
+    if operand.is_output and operand.index in call.discarded:  # written from several cores, read by no one
+        return [GridIssue(kind=SKIPPED, call=call.name, operand=operand.name, message=(
+            f"{call.name}: {operand.name} is written at grid points {describe_points(pts, call)} along parallel "
+            f"dimension(s) {names} (block {block}), a race between cores, but the function discards that output: "
+            "nothing it writes reaches the result, so it is no finding (the buffer is scratch in all but name; "
+            "pltpu.VMEM scratch_shapes say so)"))]
     return [
         GridIssue(
             kind="race",

@@ -98,6 +98,8 @@ class PallasCall:
       num_prefetch: how many of ``params`` are scalar-prefetch operands.
       lowering: the lowering its compiler params ask for (``"default"``, ``"mosaic_tpu"``,
         ``"triton"``, ...; see ``_jax_compat.kernel_site``), ``""`` when unknown.
+      discarded: indices of outputs the jaxpr holding the call never uses (the wrapper
+        drops them: what is written there reaches no result).
     """
 
     name: str
@@ -117,6 +119,7 @@ class PallasCall:
     params: tuple[tuple[str, str, tuple[int, ...], str], ...] = ()
     num_prefetch: int = 0
     lowering: str = ""
+    discarded: tuple[int, ...] = ()
 
     def output_for(self, kernel_output: int) -> BlockOperand | None:
         for k, c in self.produces:
@@ -131,6 +134,7 @@ class _Walker:
     def __init__(self, *, evaluate: bool) -> None:
         self.evaluate = evaluate
         self.calls: list[PallasCall] = []
+        self.unused: dict[int, tuple[int, ...]] = {}  # id(eqn) -> its outputs its jaxpr never uses
 
     def top(self, closed: Any, args: list[Any] | None) -> list[PallasCall]:
         args = args if args is not None else [_UNKNOWN] * len(closed.jaxpr.invars)
@@ -144,6 +148,7 @@ class _Walker:
         ]
 
     def walk(self, jaxpr, consts, args, origins):
+        self.unused.update(_unused_outputs(jaxpr))
         consts = list(consts) + [_UNKNOWN] * (len(jaxpr.constvars) - len(consts))
         result = _jax_compat.evaluate(
             jaxpr, [(c, None) for c in consts], list(zip(args, origins, strict=True)),
@@ -156,7 +161,8 @@ class _Walker:
         name = eqn.primitive.name
         if name == "pallas_call":
             position = len(self.calls)
-            self.calls.append(_pallas_call_or_skip(eqn, args, position))
+            call = _pallas_call_or_skip(eqn, args, position)
+            self.calls.append(dataclasses.replace(call, discarded=self.unused.get(id(eqn), ())))
             return [(_UNKNOWN, (position, k)) for k in range(len(eqn.outvars))]
         if name in _jax_compat.GRIDLESS_KERNELS:
             self.calls.append(_gridless(eqn, len(self.calls)))
@@ -179,6 +185,14 @@ class _Walker:
             return _jax_compat.bind(eqn, args)
         except Exception:  # a value we cannot compute stays unknown (its use is then skipped)
             return unknown
+
+
+def _unused_outputs(jaxpr: Any) -> dict[int, tuple[int, ...]]:
+    """Per pallas_call equation of ``jaxpr`` (by id), the outputs that no later equation
+    and no output of ``jaxpr`` uses (dropped, or bound to a var nothing reads)."""
+    used = {id(v) for eqn in jaxpr.eqns for v in eqn.invars} | {id(v) for v in jaxpr.outvars}
+    return {id(eqn): tuple(k for k, v in enumerate(eqn.outvars) if id(v) not in used)
+            for eqn in jaxpr.eqns if eqn.primitive.name == "pallas_call"}
 
 
 def _unanalysed(name: str, position: int, reason: str) -> PallasCall:

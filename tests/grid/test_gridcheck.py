@@ -62,6 +62,30 @@ def test_parallel_axis_writing_one_block_is_a_race():
     assert "3 more blocks" in issues[0].message
 
 
+def _with_scratch_output(x, *, keep):
+    """A copy with a second output every grid point of the parallel axis writes at block 0
+    (splash attention's pattern in JAX 0.10 and 0.11): returned, or dropped."""
+
+    def body(x_ref, o_ref, acc_ref):
+        acc_ref[...] = x_ref[...]
+        o_ref[...] = acc_ref[...]
+
+    out, acc = pl.pallas_call(
+        body, grid=(4,), in_specs=[pl.BlockSpec(BLOCK, lambda i: (i, 0))],
+        out_specs=[pl.BlockSpec(BLOCK, lambda i: (i, 0)), pl.BlockSpec(BLOCK, lambda i: (0, 0))],
+        out_shape=[jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(BLOCK, x.dtype)],
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+    )(x)
+    return (out, acc) if keep else out
+
+
+def test_a_race_on_an_output_the_function_discards_is_a_note_not_a_finding():
+    assert kinds(_with_scratch_output, keep=True) == ["race"]
+    [note] = check_grid(_with_scratch_output, (X32,), {"keep": False})
+    assert note.kind == SKIPPED and not note.is_finding
+    assert "output 1 is written at grid points" in note.message and "discards that output" in note.message
+
+
 def test_same_grid_with_arbitrary_reduction_axis_is_clean():
     config = {
         "grid": (4, 2),
