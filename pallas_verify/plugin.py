@@ -308,3 +308,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     paths = config.stash.get(_WRITTEN, None)
     if paths:
         terminalreporter.write_line(f"pallas-verify report: {paths['html']} (JSON: {paths['json']})")
+    if _REPORT in config.stash and not _is_worker(config):
+        from pallas_verify.reports.report import unsanitized
+
+        report = config.stash[_REPORT]
+        for kernel in report.kernels:  # a PASS says how it was judged
+            for line in unsanitized(kernel, report.results, report.backends):
+                terminalreporter.write_line(f"pallas-verify: {kernel['name']} judged without a sanitizer on {line}",
+                                            yellow=True)

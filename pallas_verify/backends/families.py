@@ -24,6 +24,7 @@ from pathlib import Path
 __all__ = [
     "FAMILIES",
     "GPU_TARGETS",
+    "SANITIZERS",
     "TPU_CHIPS",
     "Family",
     "GpuTarget",
@@ -85,6 +86,12 @@ class GpuTarget:
     smem_per_core: int
     memory_bytes: int
 
+
+#: Per kernel platform, the interpreter that sanitizes it: the one whose runs check races,
+#: out-of-bounds accesses and reads of uninitialized memory (the HLO interpreter checks
+#: outputs, and masked lanes' bounds, only). A PASS no sanitizer judged says so
+#: (``reports.report.unsanitized``).
+SANITIZERS: Mapping[str, str] = {"tpu": "tpu_interpret", "gpu": "gpu_interpret"}
 
 TPU_CHIPS: tuple[TpuChip, ...] = (
     TpuChip(name="v4", ray_type="TPU-V4", topology="v4=1x1x1", device_kind="TPU v4", real_kinds=frozenset({"TPU v4"})),

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pallas_verify.spec import KernelSpec
 
 __all__ = ["BackendResult", "Report", "cell_key", "divergence_cells", "finding_dict", "finding_from_dict", "join_reasons", "jsonable",
-           "kernel_entry", "running_jax_version", "unrun_results", "write_atomic"]
+           "kernel_entry", "running_jax_version", "unrun_results", "unsanitized", "write_atomic"]
 
 Status = Literal["pass", "fail", "unsupported", "skipped", "interrupted", "not_reached", "error"]
 _LIST_SEPARATOR = ", "  # reason and node hold their lists as text, in JSON too
@@ -156,7 +156,8 @@ class Report:
         kernels = []
         for kernel in self.kernels:
             cells = [r for r in self.results if r.kernel == kernel["name"]]
-            kernels.append({**kernel, "results": {cell_key(r): _result_dict(r) for r in cells}})
+            kernels.append({**kernel, "results": {cell_key(r): _result_dict(r) for r in cells},
+                            "unsanitized": unsanitized(kernel, cells, self.backends)})
         return {
             "version": 1,
             "jax_version": self.jax_version if self.jax_version is not None else running_jax_version(),
@@ -183,7 +184,8 @@ class Report:
         for kernel in data["kernels"]:
             for cell in kernel.get("results", {}).values():
                 results.append(BackendResult(kernel=kernel["name"], **cell))
-        kernels = [{k: v for k, v in kernel.items() if k != "results"} for kernel in data["kernels"]]
+        kernels = [{k: v for k, v in kernel.items() if k not in ("results", "unsanitized")}  # derived: written anew
+                   for kernel in data["kernels"]]
         return cls(kernels=kernels, backends=list(data["backends"]), findings=findings, results=results,
                    seed=data.get("seed"), profile=data.get("profile", "dev"), seconds=data.get("seconds", 0.0),
                    interrupted=data.get("interrupted", False), executor=data.get("executor"),
@@ -261,6 +263,31 @@ def divergence_cells(results: list[BackendResult], findings: Iterable[Finding]) 
             r = r.failing(["backend_divergence"])
         out.append(r)
     return out
+
+
+def unsanitized(kernel: Mapping[str, Any], results: Iterable[BackendResult], asked: Iterable[str] = ()) -> list[str]:
+    """A PASS says how it was judged: for a kernel with a passing cell, one line per
+    platform of its whose sanitizing interpreter (``families.SANITIZERS``: its runs check
+    races, out-of-bounds accesses and uninitialized reads) judged none of its cells,
+    where that interpreter was ``asked`` for (and was n/a, skipped, ...), or where no
+    sanitizer judged the kernel at all."""
+    from pallas_verify.backends.families import SANITIZERS
+
+    cells = [r for r in results if r.kernel == kernel["name"]]
+    if not any(r.status == "pass" for r in cells):
+        return []
+    judged = {r.backend for r in cells if r.status in ("pass", "fail")}
+    sanitizers = {p: SANITIZERS[p] for p in kernel.get("platforms") or () if p in SANITIZERS}
+    none_judged = not judged & set(sanitizers.values())
+    lines = []
+    for platform, sanitizer in sanitizers.items():
+        if sanitizer in judged or not (none_judged or sanitizer in asked):
+            continue
+        why = next((f"{r.status}: {r.reason}" for r in cells if r.backend == sanitizer and r.transform is None),
+                   "not among the backends run")
+        lines.append(f"{platform}: {sanitizer} did not judge it ({why[:200]}): no race, out-of-bounds or "
+                     "uninitialized-read check ran; its PASS cells checked outputs only")
+    return lines
 
 
 def finding_from_dict(data: Mapping[str, Any]) -> Finding:

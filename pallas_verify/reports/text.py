@@ -10,7 +10,7 @@ from typing import Any, TextIO
 from pallas_verify.findings import Finding
 from pallas_verify.reports.heatmap import blame_maps, text_heatmap, text_legend
 from pallas_verify.reports.matrix import matrix_lines, reason_lines, tally
-from pallas_verify.reports.report import BackendResult, Report, cell_key, jsonable
+from pallas_verify.reports.report import BackendResult, Report, cell_key, jsonable, unsanitized
 from pallas_verify.reports.tables import FEATURE_LEGEND, NO_FEATURE, feature_rows
 
 __all__ = ["cell_findings", "cell_line", "feature_lines", "finding_text", "findings_text", "print_matrix", "print_summary",
@@ -108,6 +108,8 @@ def print_summary(report: Report, file: TextIO | None = None) -> None:
             print(f"  {line}", file=file)
         for r in (r for r in report.results if r.kernel == kernel["name"]):
             print(f"  {cell_line(r)}", file=file)
+        for line in unsanitized(kernel, report.results, report.backends):
+            print(f"  judged without a sanitizer on {line}", file=file)
     _print_tail(report, file)
 
 
@@ -151,4 +153,6 @@ def _print_tail(report: Report, file: TextIO, cells: str = "") -> None:
         print(f"\n{finding_text(f)}\nfirst seen after {f.elapsed_s:.1f} s", file=file)
     n = len(report.findings)
     stopped = " (interrupted: the cells not finished are marked so)" if report.interrupted else ""
-    print(f"\n{n} finding{'s' if n != 1 else ''} in {report.seconds:.1f} s{cells}{stopped}", file=file)
+    bare = sum(bool(unsanitized(k, report.results, report.backends)) for k in report.kernels)
+    outputs_only = f"; {bare} kernel{'s' if bare != 1 else ''} judged without a sanitizer on some platform" if bare else ""
+    print(f"\n{n} finding{'s' if n != 1 else ''} in {report.seconds:.1f} s{cells}{stopped}{outputs_only}", file=file)

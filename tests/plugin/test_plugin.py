@@ -127,3 +127,14 @@ def test_xdist_runs_items_in_workers_and_merges_the_report(pytester, spec_file, 
         ("double_shifted", "interpret"), ("double_shifted", "tpu_interpret")]
     assert len([b for k in data["kernels"] for b in k["results"]]) == 4
     assert not (pytester.path / "rep" / ".parts").exists()
+
+
+def test_a_pass_no_sanitizer_judged_is_said_in_the_terminal_summary(pytester, spec_file, spec_line):
+    spec_file(spec_line("DOUBLE", "double", platforms=("tpu",)))
+    result = pytester.runpytest_subprocess(*FAST, "--pv-backends", "interpret")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["pallas-verify: double judged without a sanitizer on tpu: tpu_interpret did not "
+                                 "judge it (not among the backends run): no race, out-of-bounds or*"])
+    both = pytester.runpytest_subprocess(*FAST, "--pv-backends", "interpret,tpu_interpret")
+    both.assert_outcomes(passed=2)
+    assert "judged without a sanitizer" not in both.stdout.str()
