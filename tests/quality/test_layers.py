@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("reports", ("reports",)),
     ("one spec", ("search", "rounds", "engine")),
     ("campaigns", ("campaigns",)),
-    ("front ends", ("testing", "plugin", "cli", "_worker", "")),  # "": the package's __init__ (the public API)
+    ("front ends", ("testing", "plugin", "cli", "cli_args", "_worker", "")),  # "": the package's __init__ (the public API)
 ]
 
 #: Imports allowed against the direction, each with its reason.
