@@ -291,19 +291,34 @@ def index_map_function(closed: Any) -> Any:
 def written_refs(jaxpr: Any) -> list[Any]:
     """The inputs (vars, or positions) of ``jaxpr`` that it writes or accumulates into.
 
-    A DMA wait writes only its semaphore, yet JAX 0.10 declares a write to the source ref
-    of a remote copy's send wait (it binds ``dma_wait`` with source and destination
-    swapped, and its effects did not swap back until 0.11): a data ref that only such
-    waits (of this jaxpr's own equations) write is not counted."""
+    JAX 0.10 declares a write to the *source* ref of a remote copy's send wait (it binds
+    ``dma_wait`` with source and destination swapped, and its effects did not swap back
+    until 0.11, ``_swapped_waits_mislabelled``). There, a data ref that a DMA of this
+    jaxpr's own equations reads as its source and that only its waits write is not
+    counted. (A wait's write of its destination, as a kernel that only waits on a copy
+    another call started declares it, is counted on every release.)"""
     from jax._src.state import types as state_types
 
     kinds = (state_types.WriteEffect, state_types.AccumEffect)
     written = [eff.input for eff in jaxpr.effects if isinstance(eff, kinds)]
+    if not _swapped_waits_mislabelled():
+        return written
     by_others = {eff.input for eqn in jaxpr.eqns if eqn.primitive.name != "dma_wait"
                  for eff in eqn.effects if isinstance(eff, kinds)}
-    by_waits = {eff.input for eqn in jaxpr.eqns if eqn.primitive.name == "dma_wait"
-                for eff in eqn.effects if isinstance(eff, kinds)}
-    return [ref for ref in written if ref in by_others or ref not in by_waits or _is_semaphore_ref(ref)]
+    sources = {eff.input for eqn in jaxpr.eqns if eqn.primitive.name == "dma_start"
+               for eff in eqn.effects if isinstance(eff, state_types.ReadEffect)}
+    return [ref for ref in written if ref in by_others or ref not in sources or _is_semaphore_ref(ref)]
+
+
+def _swapped_waits_mislabelled() -> bool:
+    """Whether the installed JAX labels a swapped DMA wait's effects as if unswapped (0.10:
+    its ``_get_dma_effects`` takes no ``src_dst_swapped``)."""
+    import inspect
+
+    from jax._src.pallas.mosaic import primitives
+
+    effects = getattr(primitives, "_get_dma_effects", None)
+    return effects is not None and "src_dst_swapped" not in inspect.signature(effects).parameters
 
 
 def _is_semaphore_ref(ref: Any) -> bool:

@@ -16,10 +16,12 @@ __all__ = ["write_reports"]
 
 def write_reports(report: Report, out_dir: str | Path, *, formats: Iterable[str] = ("json", "xml", "html", "md"),
                   stem: str = "report") -> dict[str, Path]:
-    """Write the report in each format under ``out_dir`` atomically; returns the paths."""
+    """Write the report in each format under ``out_dir`` atomically; returns the paths. The
+    JSON, the source of truth, goes last: a write cut short (a full disk) leaves the one of
+    the last write that went through whole, never a JSON newer than its renderings."""
     renderers = {"json": None, "xml": junit_xml, "html": html_page, "md": markdown}
     paths: dict[str, Path] = {}
-    for fmt in formats:
+    for fmt in sorted(formats, key=lambda f: f == "json"):
         if fmt not in renderers:
             from pallas_verify.errors import InvalidArgument
 

@@ -154,5 +154,7 @@ def _print_tail(report: Report, file: TextIO, cells: str = "") -> None:
     n = len(report.findings)
     stopped = " (interrupted: the cells not finished are marked so)" if report.interrupted else ""
     bare = sum(bool(unsanitized(k, report.results, report.backends)) for k in report.kernels)
-    outputs_only = f"; {bare} kernel{'s' if bare != 1 else ''} judged without a sanitizer on some platform" if bare else ""
-    print(f"\n{n} finding{'s' if n != 1 else ''} in {report.seconds:.1f} s{cells}{stopped}{outputs_only}", file=file)
+    if bare:
+        print(f"\n{bare} kernel{'s' if bare != 1 else ''} judged without a sanitizer on some platform: their PASS "
+              "checked outputs only (see each kernel's lines)", file=file)
+    print(f"\n{n} finding{'s' if n != 1 else ''} in {report.seconds:.1f} s{cells}{stopped}", file=file)
