@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pallas_verify.errors import InvalidArgument
 
-__all__ = ["JaxEnv", "NoEnvironment", "cache_root", "create_env", "find_env", "parse_envs", "parse_releases",
+__all__ = ["SUPPORTED", "JaxEnv", "NoEnvironment", "cache_root", "create_env", "find_env", "parse_envs", "parse_releases",
            "probe", "release_key", "self_requirement"]
 
 Origin = Literal["--jax-env", "this interpreter", ".venvs", "cache"]
@@ -67,9 +67,18 @@ def release_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
+#: The JAX releases pallas-verify supports, as pyproject.toml's dependency says (a test
+#: holds the two equal): the lowest, and the first it does not.
+SUPPORTED = ((0, 10), (0, 13))
+
+
 def _release(text: str, option: str) -> str:
     if not _RELEASE.fullmatch(text):
         raise InvalidArgument(f"{option} {text!r} is not a JAX release number; write e.g. 0.11.2 or 0.12.0.1.")
+    low, high = SUPPORTED
+    if not low <= release_key(text) < high:
+        raise InvalidArgument(f"{option} {text!r} is not a JAX release pallas-verify supports: it runs on "
+                              f"jax>={'.'.join(map(str, low))},<{'.'.join(map(str, high))} (docs/jax-versions.md).")
     return text
 
 

@@ -51,20 +51,20 @@ def _fake_python(path: Path, script: str = "exit 1") -> Path:
 
 
 def test_an_environment_is_the_one_given_then_this_interpreter_then_venvs_then_the_cache(tmp_path):
-    venv = _fake_python(tmp_path / ".venvs" / "jax-0.9.1" / "bin" / "python")
-    cached = _fake_python(tmp_path / "cache" / "jax-0.9.2" / "bin" / "python")
-    (cached.parents[1] / ".installed").write_text("jax==0.9.2\n")
-    given = parse_envs([f"0.9.3={venv.parents[1]}", f"{INSTALLED}={venv}"], cwd=tmp_path)
+    venv = _fake_python(tmp_path / ".venvs" / "jax-0.10.1" / "bin" / "python")
+    cached = _fake_python(tmp_path / "cache" / "jax-0.11.1" / "bin" / "python")
+    (cached.parents[1] / ".installed").write_text("jax==0.11.1\n")
+    given = parse_envs([f"0.10.0={venv.parents[1]}", f"{INSTALLED}={venv}"], cwd=tmp_path)
 
     def found(version):
         env = find_env(version, given, cwd=tmp_path, cache=tmp_path / "cache", say=pytest.fail)
         return env.python, env.origin
 
-    assert found("0.9.3") == (str(venv), "--jax-env")  # a venv folder stands for its bin/python
+    assert found("0.10.0") == (str(venv), "--jax-env")  # a venv folder stands for its bin/python
     assert found(INSTALLED) == (str(venv), "--jax-env")
     assert find_env(INSTALLED, {}, cwd=tmp_path, cache=tmp_path, say=pytest.fail).origin == "this interpreter"
-    assert found("0.9.1") == (str(venv), ".venvs")
-    assert found("0.9.2") == (str(cached), "cache")
+    assert found("0.10.1") == (str(venv), ".venvs")
+    assert found("0.11.1") == (str(cached), "cache")
 
 
 def test_the_cache_follows_xdg_cache_home():
@@ -147,16 +147,16 @@ def test_a_release_that_cannot_import_pallas_verify_is_recorded_and_the_others_s
     broken = _fake_python(tmp_path / "broken" / "python",
                           "echo \"ModuleNotFoundError: No module named 'pallas_verify'\" >&2; exit 1")
     stale = _fake_python(tmp_path / "stale" / "python", "echo 0.8.1")  # imports fine, but runs jax 0.8.1
-    status = cli.main(["conformance", "spec.py", "--jax-env", f"0.9.1={broken}", "--jax-env", f"0.9.2={stale}",
+    status = cli.main(["conformance", "spec.py", "--jax-env", f"0.10.1={broken}", "--jax-env", f"0.11.1={stale}",
                        "--out", "out"])
     assert status == 4  # nothing found, but no release has a report
     out = capsys.readouterr().out
-    assert f"jax 0.9.1: no report: cannot start: `import pallas_verify` fails under {broken} (--jax-env; exit 1):" in out
+    assert f"jax 0.10.1: no report: cannot start: `import pallas_verify` fails under {broken} (--jax-env; exit 1):" in out
     assert "  ModuleNotFoundError: No module named 'pallas_verify'" in out
-    assert f"jax 0.9.2: no report: cannot start: {stale} (--jax-env) runs jax 0.8.1, not 0.9.2; give " in out
+    assert f"jax 0.11.1: no report: cannot start: {stale} (--jax-env) runs jax 0.8.1, not 0.11.1; give " in out
     data = json.loads((tmp_path / "out" / "versions.json").read_text())
-    assert [(r["jax"], r["report"], r["exit_status"]) for r in data["runs"]] == [("0.9.1", None, None),
-                                                                                ("0.9.2", None, None)]
+    assert [(r["jax"], r["report"], r["exit_status"]) for r in data["runs"]] == [("0.10.1", None, None),
+                                                                                ("0.11.1", None, None)]
     assert data["comparisons"] == [] and data["exit_status"] == 4
     assert "fewer than two releases have a report" in out
 
@@ -240,3 +240,22 @@ def test_two_jax_releases_whose_pallas_apis_differ(tmp_path, capsys, monkeypatch
     assert (step["old_jax"], step["new_jax"], fixed["category"]) == (older, INSTALLED, "fixed")
     assert fixed["was"] == [{"kind": "exception", "backend": "interpret", "message": f"AttributeError: {missing}"}]
     assert os.path.isfile(data["runs"][0]["log"]) and (tmp_path / "out" / "versions.md").is_file()
+
+
+def test_a_release_outside_the_supported_range_is_a_usage_error_naming_the_range():
+    import re
+    import tomllib
+    from pathlib import Path
+
+    from pallas_verify.campaigns.jaxenvs import SUPPORTED, parse_releases
+    from pallas_verify.errors import InvalidArgument
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    [jax_dep] = [d for d in project["project"]["dependencies"] if re.match(r"jax\b", d)]
+    low, high = (".".join(map(str, v)) for v in SUPPORTED)
+    assert jax_dep == f"jax>={low},<{high}"  # the range the matrix accepts is the one pip installs against
+    assert parse_releases("0.12.0.1,0.10.2") == ("0.10.2", "0.12.0.1")
+    for bad in ("0.9.9", "0.13.0"):
+        with pytest.raises(InvalidArgument, match=rf"--jax '{bad}' is not a JAX release pallas-verify supports: "
+                                                  r"it runs on jax>=0.10,<0.13"):
+            parse_releases(f"0.12.0.1,{bad}")
