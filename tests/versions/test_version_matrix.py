@@ -166,13 +166,13 @@ def test_an_environment_that_cannot_be_made_names_the_release_and_pips_last_line
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip finds nothing, at once
-    assert cli.main(["conformance", "spec.py", "--jax", "0.0.1", "--out", "out"]) == 4
+    assert cli.main(["conformance", "spec.py", "--jax", "0.10.1", "--out", "out"]) == 4
     out = capsys.readouterr().out
-    folder = tmp_path / "cache" / "pallas-verify" / "venvs" / "jax-0.0.1"
-    assert f"jax 0.0.1: {sys.executable} -m venv --clear {folder}" in out  # each step said as it runs
-    assert "jax 0.0.1: no report: cannot start: making the environment of jax 0.0.1 failed: " in out
-    assert "-m pip install --quiet jax==0.0.1 jaxlib==0.0.1 -e " in out and "exited 1:" in out
-    assert "fix it, or give one: --jax-env 0.0.1=PATH" in out
+    folder = tmp_path / "cache" / "pallas-verify" / "venvs" / "jax-0.10.1"
+    assert f"jax 0.10.1: {sys.executable} -m venv --clear {folder}" in out  # each step said as it runs
+    assert "jax 0.10.1: no report: cannot start: making the environment of jax 0.10.1 failed: " in out
+    assert "-m pip install --quiet jax==0.10.1 jaxlib==0.10.1 -e " in out and "exited 1:" in out
+    assert "fix it, or give one: --jax-env 0.10.1=PATH" in out
     assert not (folder / ".installed").exists()
 
 
