@@ -246,7 +246,7 @@ def change_line(change: Change, old: str, new: str) -> str:
         case "new n/a":
             return f"runs on {old} ({label(change.old)}), n/a on {new}: {change.why_new}"
         case "n/a gone":
-            return f"n/a on {old}: {change.why_old}; runs on {new} ({label(change.new)})"
+            return f"runs on {new} ({label(change.new)}), n/a on {old}: {change.why_old}"  # the reason last: it wraps
         case "added":
             return f"only on {new} ({label(change.new)})"
         case "removed":

@@ -121,7 +121,7 @@ def _change(category, old, new, **more):
     (_change("new n/a", "pass", "unsupported", why_new="JAX cannot run it"),
      "runs on 0.11.2 (pass), n/a on 0.12.0.1: JAX cannot run it"),
     (_change("n/a gone", "unsupported", "pass", why_old="JAX could not"),
-     "n/a on 0.11.2: JAX could not; runs on 0.12.0.1 (pass)"),
+     "runs on 0.12.0.1 (pass), n/a on 0.11.2: JAX could not"),
     (_change("added", None, "pass"), "only on 0.12.0.1 (pass)"),
     (_change("removed", "fail", None), "only on 0.11.2 (fail)"),
     (_change("not comparable", "pass", "not_reached", why_new="the budget ran out"),
