@@ -53,8 +53,8 @@ from pallas_verify.errors import PallasVerifyError
 if TYPE_CHECKING:
     from pallas_verify.backends.base import Backend
 
-__all__ = ["SANITIZER_KINDS", "Upstream", "attribute", "internal_error", "sanitizer_signal", "upstream_frame",
-           "witness_mode", "witnesses"]
+__all__ = ["SANITIZER_KINDS", "Upstream", "attribute", "internal_error", "internal_failure", "sanitizer_signal",
+           "upstream_frame", "witness_mode", "witnesses"]
 
 #: Finding kinds the interpreters' own checks raise: never attributed upstream.
 SANITIZER_KINDS = frozenset({"race", "out_of_bounds", "uninitialized_read", "revisit", "deadlock",
@@ -86,11 +86,22 @@ def internal_error(error: ErrorInfo | None) -> str | None:
     if error is None or error.type in _deliberate() or sanitizer_signal(error) is not None:
         return None
     frame = _jax_compat.tool_frame(error.traceback)
-    if frame is None:
-        return None
-    return (f"internal error: pallas-verify's own code failed ({_first_line(error)}, raised at {frame}) on JAX "
-            f"{_jax_compat.jax_version()}; this is no finding against the kernel. Please report it with the report's "
-            "traceback")
+    return None if frame is None else _internal(_first_line(error), str(frame))
+
+
+def internal_failure(exc: Exception) -> str:
+    """The cell's reason when pallas-verify's own code raised ``exc`` while judging an
+    example in this process (the kernel's errors come back in its Outcome, never raised)."""
+    import traceback
+
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    return _internal(f"{type(exc).__name__}: {exc}", f"{where.filename}:{where.lineno} in {where.name}" if where else "")
+
+
+def _internal(error: str, frame: str) -> str:
+    at = f", raised at {frame}" if frame else ""
+    return (f"internal error: pallas-verify's own code failed ({error}{at}) on JAX {_jax_compat.jax_version()}; "
+            "this is no finding against the kernel. Please report it with the report's traceback")
 
 
 def _deliberate() -> frozenset[str]:
@@ -150,12 +161,12 @@ class Upstream:
                 "and no other interpreter here serves the kernel's platforms")
             return (f"no interpreter here can run this kernel: {self.backend} fails inside JAX ({self.error}, raised "
                     f"at {self.frame}), {others}, with no kernel code on the way (reproduced on JAX "
-                    f"{_jax_version()}). Not judged here: only the static "
+                    f"{_jax_compat.jax_version()}). Not judged here: only the static "
                     "check and the compile targets check it; see the kernel's upstream list for plain-jax "
                     "reproducers to report")
         return (f"upstream limitation: {self.backend} fails inside JAX on this kernel ({self.error}, raised at "
                 f"{self.frame}, with no kernel code on the way), while {self.clean_on} runs the same example "
-                f"and judges it clean (reproduced on JAX {_jax_version()}; see the kernel's upstream list for a "
+                f"and judges it clean (reproduced on JAX {_jax_compat.jax_version()}; see the kernel's upstream list for a "
                 "plain-jax reproducer to report)")
 
     def explains(self, finding: Any) -> bool:
@@ -169,7 +180,7 @@ class Upstream:
         """The report's JSON record (``kernels[i]["upstream"]``)."""
         fields = ("backend", "transform", "error", "frame", "site", "clean_on", "also_failing", "config", "mode",
                   "reproducer")
-        return {"jax_version": _jax_version(), **{f: getattr(self, f) for f in fields}}
+        return {"jax_version": _jax_compat.jax_version(), **{f: getattr(self, f) for f in fields}}
 
 
 def witnesses(spec: Any, failing: str) -> list[Any]:
@@ -228,8 +239,3 @@ def _first_line(error: ErrorInfo) -> str:
     line = (error.message.strip().splitlines() or [""])[0]
     return f"{error.type}: {line[:240]}" if line else error.type
 
-
-def _jax_version() -> str:
-    import jax
-
-    return jax.__version__

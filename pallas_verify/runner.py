@@ -35,7 +35,7 @@ from pallas_verify.spec import KernelSpec
 from pallas_verify.tolerance import Comparison, element_errors
 from pallas_verify.tracer import BlameInputs, Tracer
 
-__all__ = ["InternalError", "Runner", "Unsupported", "Verdict", "internal_failure"]
+__all__ = ["InternalError", "Runner", "Unsupported", "Verdict"]
 
 
 #: Examples per (backend, transform) cell compiled under drawn compiler-param overrides.
@@ -49,17 +49,6 @@ class Unsupported(Exception):
 class InternalError(Exception):
     """pallas-verify's own code failed on this example: the cell is not judged, and the
     message says so (``attribution.internal_error``); never a finding against the kernel."""
-
-
-def internal_failure(exc: Exception) -> str:
-    """The cell's reason when pallas-verify's own code raised ``exc`` while judging an
-    example (the kernel's errors come back in its Outcome, never raised here)."""
-    import traceback
-
-    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-    at = f", raised at {where.filename}:{where.lineno} in {where.name}" if where else ""
-    return (f"internal error: pallas-verify's own code failed ({type(exc).__name__}: {exc}{at}) on JAX "
-            f"{_jax_compat.jax_version()}; this is no finding against the kernel. Please report it")
 
 
 class Verdict(NamedTuple):

@@ -19,11 +19,12 @@ import numpy as np
 from hypothesis import strategies as st
 
 from pallas_verify import transforms
+from pallas_verify.attribution import internal_failure
 from pallas_verify.backends.base import Backend
 from pallas_verify.errors import InvalidSpec, brief
 from pallas_verify.findings import Finding
 from pallas_verify.keys import config_key, example_key
-from pallas_verify.runner import InternalError, Runner, Unsupported, Verdict, internal_failure
+from pallas_verify.runner import InternalError, Runner, Unsupported, Verdict
 from pallas_verify.signatures import SameSignature
 from pallas_verify.spec import KernelSpec
 from pallas_verify.tracer import Traced

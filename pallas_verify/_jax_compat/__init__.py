@@ -80,6 +80,7 @@ from pallas_verify._jax_compat.tracing import written_refs as written_refs
 from pallas_verify._jax_compat.versions import Gap as Gap
 from pallas_verify._jax_compat.versions import MissingFeature as MissingFeature
 from pallas_verify._jax_compat.versions import gaps as version_gaps
+from pallas_verify._jax_compat.versions import gpu_interpret_gap as gpu_interpret_gap
 from pallas_verify._jax_compat.versions import interpret_fields as interpret_fields
 from pallas_verify._jax_compat.versions import interpret_params as interpret_params
 from pallas_verify._jax_compat.versions import interpret_params_source as interpret_params_source
@@ -127,6 +128,7 @@ __all__ = [
     "evaluator",
     "force_interpret",
     "gpu_device_facts",
+    "gpu_interpret_gap",
     "grid_invariant_errors",
     "grid_mapping",
     "grid_mapping_class",

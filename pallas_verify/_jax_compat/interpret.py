@@ -60,8 +60,9 @@ def tpu_target(device_kind: str = TPU_DEVICE_KIND, num_cores: int = 1) -> Iterat
     The documented route, ``use_abstract_mesh(AbstractMesh(..., abstract_device=...))``,
     also replaces the context mesh, so a kernel inside ``shard_map`` over a concrete mesh
     fails ("The context mesh ... should match the mesh passed to shard_map"). Only the
-    two device lookups of jax's TPU chip table (``versions.tpu_info_modules``) are redirected here; on a TPU host, or
-    under an abstract TPU device already, nothing changes.
+    two device lookups of jax's TPU chip table (``versions.tpu_info_modules``) are
+    redirected here; on a TPU host, or under an abstract TPU device already, nothing
+    changes.
     """
     modules = tpu_info_modules()
     saved = [(m.get_device_kind, m.get_num_device_cores) for m in modules]

@@ -13,7 +13,11 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from pallas_verify._jax_compat.versions import tensorcore_mesh_class
+from pallas_verify._jax_compat.versions import (
+    discharge_strips_memory_space,
+    swapped_waits_mislabelled,
+    tensorcore_mesh_class,
+)
 
 __all__ = [
     "GRIDLESS_KERNELS",
@@ -277,15 +281,11 @@ def index_map_function(closed: Any) -> Any:
     Pallas's own interpreter does (``BlockMapping.compute_start_indices_interpret``).
     The function returns the block indices followed by the (unchanged) prefetch values.
     """
-    import inspect
-
     import jax.extend as jex
     from jax._src.state import discharge
 
-    # JAX 0.11 added strip_memory_space (SMEM refs' memory space is dropped from the avals);
-    # 0.10 discharges SMEM refs into plain arrays without it.
-    strip = "strip_memory_space" in inspect.signature(discharge.discharge_state).parameters
-    return jex.core.jaxpr_as_fun(discharge.discharge_state(closed, **({"strip_memory_space": True} if strip else {})))
+    strip = {"strip_memory_space": True} if discharge_strips_memory_space() else {}
+    return jex.core.jaxpr_as_fun(discharge.discharge_state(closed, **strip))
 
 
 def written_refs(jaxpr: Any) -> list[Any]:
@@ -293,7 +293,7 @@ def written_refs(jaxpr: Any) -> list[Any]:
 
     JAX 0.10 declares a write to the *source* ref of a remote copy's send wait (it binds
     ``dma_wait`` with source and destination swapped, and its effects did not swap back
-    until 0.11, ``_swapped_waits_mislabelled``). There, a data ref that a DMA of this
+    until 0.11, ``versions.swapped_waits_mislabelled``). There, a data ref that a DMA of this
     jaxpr's own equations reads as its source and that only its waits write is not
     counted. (A wait's write of its destination, as a kernel that only waits on a copy
     another call started declares it, is counted on every release.)"""
@@ -301,24 +301,13 @@ def written_refs(jaxpr: Any) -> list[Any]:
 
     kinds = (state_types.WriteEffect, state_types.AccumEffect)
     written = [eff.input for eff in jaxpr.effects if isinstance(eff, kinds)]
-    if not _swapped_waits_mislabelled():
+    if not swapped_waits_mislabelled():
         return written
     by_others = {eff.input for eqn in jaxpr.eqns if eqn.primitive.name != "dma_wait"
                  for eff in eqn.effects if isinstance(eff, kinds)}
     sources = {eff.input for eqn in jaxpr.eqns if eqn.primitive.name == "dma_start"
                for eff in eqn.effects if isinstance(eff, state_types.ReadEffect)}
     return [ref for ref in written if ref in by_others or ref not in sources or _is_semaphore_ref(ref)]
-
-
-def _swapped_waits_mislabelled() -> bool:
-    """Whether the installed JAX labels a swapped DMA wait's effects as if unswapped (0.10:
-    its ``_get_dma_effects`` takes no ``src_dst_swapped``)."""
-    import inspect
-
-    from jax._src.pallas.mosaic import primitives
-
-    effects = getattr(primitives, "_get_dma_effects", None)
-    return effects is not None and "src_dst_swapped" not in inspect.signature(effects).parameters
 
 
 def _is_semaphore_ref(ref: Any) -> bool:

@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import types
 from collections.abc import Mapping
 from typing import Any
 
 from pallas_verify.errors import PallasVerifyError
 
-__all__ = ["Gap", "MissingFeature", "gaps", "interpret_fields", "interpret_params", "interpret_params_class",
-           "interpret_params_source", "jax_version", "tensorcore_mesh_class", "tpu_info_modules"]
+__all__ = ["Gap", "MissingFeature", "discharge_strips_memory_space", "gaps", "gpu_interpret_gap", "interpret_fields",
+           "interpret_params", "interpret_params_class", "interpret_params_source", "jax_version",
+           "swapped_waits_mislabelled", "tensorcore_mesh_class", "tpu_info_modules"]
 
 
 class MissingFeature(PallasVerifyError):
@@ -98,6 +100,7 @@ def interpret_params_source(platform: str, kwargs: Mapping[str, Any]) -> str:
     return f"{prefix}.{_CLASSES[platform][1]}(**{_supported(platform, kwargs)!r})"
 
 
+@functools.cache
 def tensorcore_mesh_class() -> type:
     """The class of a TPU TensorCore mesh (``pltpu.TensorCoreMesh``; only internal in 0.10)."""
     from jax.experimental.pallas import tpu as pltpu
@@ -110,6 +113,7 @@ def tensorcore_mesh_class() -> type:
     return found
 
 
+@functools.cache
 def tpu_info_modules() -> tuple[types.ModuleType, ...]:
     """The modules of jax's TPU chip table whose device lookups callers go through: the
     one that defines them, and ``pallas.mosaic.tpu_info``, which re-exports them (0.11+)
@@ -125,6 +129,26 @@ def tpu_info_modules() -> tuple[types.ModuleType, ...]:
     return tuple(found)
 
 
+@functools.cache
+def discharge_strips_memory_space() -> bool:
+    """Whether ``discharge_state`` takes ``strip_memory_space`` (JAX 0.11 on; 0.10
+    discharges SMEM refs into plain arrays without it)."""
+    from jax._src.state import discharge
+
+    return "strip_memory_space" in inspect.signature(discharge.discharge_state).parameters
+
+
+@functools.cache
+def swapped_waits_mislabelled() -> bool:
+    """Whether the installed JAX labels a DMA wait bound with source and destination swapped
+    (a remote copy's send wait) with the effects of an unswapped one, a write of its source
+    (0.10: its ``_get_dma_effects`` takes no ``src_dst_swapped``)."""
+    from jax._src.pallas.mosaic import primitives
+
+    effects = getattr(primitives, "_get_dma_effects", None)
+    return effects is not None and "src_dst_swapped" not in inspect.signature(effects).parameters
+
+
 @dataclasses.dataclass(frozen=True)
 class Gap:
     """Something the installed JAX lacks, and what is therefore not checked."""
@@ -136,13 +160,20 @@ class Gap:
         return f"JAX {jax_version()} lacks {self.feature}: {self.unchecked}"
 
 
+def gpu_interpret_gap() -> Gap | None:
+    """The gap when the installed JAX has no GPU interpret mode (the ``gpu_interpret``
+    backend's reason to be unavailable), else None."""
+    if interpret_params_class("gpu") is not None:
+        return None
+    return Gap("GPU interpret mode (plgpu.InterpretGPUParams, new in 0.11)",
+               "the gpu_interpret backend is unavailable: no Mosaic GPU kernel is run, and GPU races, "
+               "out-of-bounds accesses and uninitialized reads are not checked")
+
+
 def gaps() -> tuple[Gap, ...]:
     """What the installed JAX lacks that pallas-verify would use, probed."""
-    found = []
-    if interpret_params_class("gpu") is None:
-        found.append(Gap("GPU interpret mode (plgpu.InterpretGPUParams, new in 0.11)",
-                         "the gpu_interpret backend is unavailable: no Mosaic GPU kernel is run, and GPU races, "
-                         "out-of-bounds accesses and uninitialized reads are not checked"))
+    gpu = gpu_interpret_gap()
+    found = [gpu] if gpu is not None else []
     from pallas_verify._jax_compat.memwatch import available as watchable
 
     if not watchable():

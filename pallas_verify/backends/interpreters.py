@@ -303,7 +303,8 @@ class GpuInterpret:
     isolate: bool = False
 
     def available(self) -> str | None:
-        return next((str(gap) for gap in _jax_compat.version_gaps() if "GPU interpret mode" in gap.feature), None)
+        gap = _jax_compat.gpu_interpret_gap()
+        return None if gap is None else str(gap)
 
     def modes(self) -> st.SearchStrategy[Mapping[str, Any]]:
         from strategies import gpu_interpret_modes

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pallas_verify.errors import InvalidArgument
+from pallas_verify.reports.report import running_jax_version
 
 __all__ = ["SUPPORTED", "JaxEnv", "NoEnvironment", "cache_root", "create_env", "find_env", "parse_envs", "parse_releases",
            "probe", "release_key", "self_requirement"]
@@ -78,7 +79,8 @@ def _release(text: str, option: str) -> str:
     low, high = SUPPORTED
     if not low <= release_key(text) < high:
         raise InvalidArgument(f"{option} {text!r} is not a JAX release pallas-verify supports: it runs on "
-                              f"jax>={'.'.join(map(str, low))},<{'.'.join(map(str, high))} (docs/jax-versions.md).")
+                              f"jax>={'.'.join(map(str, low))},<{'.'.join(map(str, high))}; give a release in that range, e.g. "
+                              "0.11.2 (docs/jax-versions.md).")
     return text
 
 
@@ -115,20 +117,13 @@ def cache_root(environ: Mapping[str, str] = os.environ) -> Path:
     return Path(base) / "pallas-verify" / "venvs"
 
 
-def _installed_jax() -> str | None:
-    try:
-        return importlib.metadata.version("jax")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def find_env(version: str, given: Mapping[str, Path], *, cwd: Path, cache: Path,
              say: Callable[[str], Any] = print) -> JaxEnv:
     """The environment of ``version`` (the order of the module's docstring), made in
     ``cache`` when none is found; NoEnvironment when making it fails."""
     if version in given:
         return JaxEnv(version=version, python=str(given[version]), origin="--jax-env")
-    if _installed_jax() == version:
+    if running_jax_version() == version:
         return JaxEnv(version=version, python=sys.executable, origin="this interpreter")
     local = cwd / ".venvs" / f"jax-{version}" / "bin" / "python"
     if local.is_file():

@@ -135,7 +135,7 @@ def test_a_dma_source_that_only_a_mislabelled_send_wait_writes_is_not_written(mo
     from pallas_verify._jax_compat import tracing
     from pallas_verify._jax_compat.tracing import written_refs
 
-    monkeypatch.setattr(tracing, "_swapped_waits_mislabelled", lambda: True)  # as on JAX 0.10
+    monkeypatch.setattr(tracing, "swapped_waits_mislabelled", lambda: True)  # as on JAX 0.10
 
     class Ref:  # a ref var: hashable, with its aval's dtype
         def __init__(self, dtype):
