@@ -9,7 +9,9 @@ transform in ``spec.transforms``:
    once per config and input shapes and shared by every search (where a core is spare,
    in a worker of its own while step 2 runs: ``isolation.static_tracer_slot``). Its
    findings are the kernel's, reported once with backend "static" (one per kind, on the
-   smallest example that showed it), and they fail every cell.
+   smallest example that showed it), and they fail the report's ``static`` row, not the
+   backends' cells (``findings.KERNEL_ROWS``; a divergence between backends fails the
+   ``divergence`` row): each backend's cell is judged by its own examples alone.
 2. It sends the case to the backend (in its worker process) and computes the reference
    meanwhile (cached per example, so every backend's search reuses it: Hypothesis draws
    the same configs and inputs first in each), then runs the oracles.
@@ -38,14 +40,14 @@ from pallas_verify import _jax_compat
 from pallas_verify.backends import registry
 from pallas_verify.backends.base import Backend
 from pallas_verify.errors import InvalidSpec, brief, check_positive_int
-from pallas_verify.findings import Finding, one_per_reference_failure
+from pallas_verify.findings import Finding, one_per_reference_failure, row_of
 from pallas_verify.interrupts import Interrupted, not_started, signal_name, unfinished
 from pallas_verify.reports.report import (
     BackendResult,
     Report,
-    divergence_cells,
     join_reasons,
     kernel_entry,
+    kernel_rows,
     unrun_results,
 )
 from pallas_verify.rounds import merge, run_search
@@ -167,13 +169,13 @@ def verify(
 
             report.kernels[-1]["upstream"] = upstream_entries(runner.upstream.values(), spec, runner.spec_ref,
                                                               Path(out_dir))
-    report.results = divergence_cells(report.results, report.findings)
     report.findings = one_per_reference_failure(report.findings)
     order = {name: i for i, name in enumerate(report.backends)}
     report.results.sort(key=lambda r: (order.get(r.backend, len(order)), r.transform or ""))
-    static_kinds = sorted({f.kind for f in report.findings if f.backend == "static"})
-    if static_kinds:
-        report.results = [_with_static(r, static_kinds) for r in report.results]
+    for row in kernel_rows(spec.name, report.findings):  # the static check's, the backends' divergence
+        report.results.append(row)
+        if progress is not None:
+            progress.cell(row, sum(row_of(f) == row.backend for f in report.findings))
     report.seconds = time.perf_counter() - started
     if interrupted is not None:
         report.interrupted = True
@@ -252,18 +254,12 @@ def _result(spec: KernelSpec, backend: Backend, findings: list[Finding], search:
         return BackendResult(**cell, status="unsupported", reason=search.unsupported)
     if search.internal:
         return BackendResult(**cell, status="error", reason=search.internal)
-    if findings:
-        return BackendResult(**cell, status="fail", reason=join_reasons(f.kind for f in findings),
+    own = [f for f in findings if row_of(f) == backend.name]  # a divergence fails its own row
+    if own:
+        return BackendResult(**cell, status="fail", reason=join_reasons(f.kind for f in own),
                              note=search.uniform.stopped or "")
     reason = "" if backend.executes else "compiled only (no device attached)"
     return BackendResult(**cell, status="pass", reason=reason)
-
-
-def _with_static(result: BackendResult, kinds: list[str]) -> BackendResult:
-    """A static grid finding is a bug on every backend: their cells fail too."""
-    if result.status not in ("pass", "fail"):
-        return result
-    return result.failing(f"static {k}" for k in kinds)
 
 
 def _stopped(exc: KeyboardInterrupt, spec: KernelSpec, runnable: list[Backend], searches: list[Search],

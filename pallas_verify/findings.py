@@ -6,7 +6,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
-__all__ = ["FINDING_KINDS", "Finding", "Kind", "one_per_reference_failure"]
+__all__ = ["DIVERGENCE_ROW", "FINDING_KINDS", "KERNEL_ROWS", "STATIC_ROW", "Finding", "Kind", "one_per_reference_failure",
+           "row_for", "row_of"]
 
 Kind = Literal[
     "mismatch",
@@ -29,6 +30,13 @@ Kind = Literal[
     "exception",
 ]
 FINDING_KINDS: tuple[str, ...] = get_args(Kind)
+
+#: The rows of a report that are no backend's: the static check of the kernel's grid (its
+#: findings have backend "static") and the comparison of the backends with each other
+#: (``backend_divergence``). A backend's own cell is judged by its own examples alone.
+STATIC_ROW = "static"
+DIVERGENCE_ROW = "divergence"
+KERNEL_ROWS: tuple[str, ...] = (STATIC_ROW, DIVERGENCE_ROW)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -79,3 +87,14 @@ def one_per_reference_failure(findings: list[Finding]) -> list[Finding]:
             seen.add(key)
         kept.append(f)
     return kept
+
+
+def row_of(finding: Finding) -> str:
+    """The row of the report a finding fails: ``DIVERGENCE_ROW`` for a divergence between
+    backends, else its backend (``STATIC_ROW`` for the static check's)."""
+    return row_for(finding.kind, finding.backend)
+
+
+def row_for(kind: str, backend: str) -> str:
+    """``row_of`` for a finding read back as its kind and backend."""
+    return DIVERGENCE_ROW if kind == "backend_divergence" else backend

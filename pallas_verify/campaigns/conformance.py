@@ -29,7 +29,7 @@ from pallas_verify.campaigns.units import (
 )
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution import Executor, Work
-from pallas_verify.findings import Finding
+from pallas_verify.findings import Finding, row_of
 from pallas_verify.reports.matrix import tally
 from pallas_verify.reports.report import (
     BackendResult,
@@ -37,6 +37,7 @@ from pallas_verify.reports.report import (
     cell_key,
     join_reasons,
     kernel_entry,
+    kernel_rows,
     unrun_results,
 )
 from pallas_verify.spec import KernelSpec
@@ -266,8 +267,9 @@ def _unfinished(spec: KernelSpec, names: list[str], reason: str, found: list[Fin
     part = Report(backends=names, kernels=[kernel_entry(spec)], findings=list(found))
     for name in names:
         for cell in unrun_results(spec, name, status, reason):
-            kinds = [f.kind for f in found if f.backend in (name, "static") and f.transform == cell.transform]
+            kinds = [f.kind for f in found if row_of(f) == name and f.transform == cell.transform]
             part.results.append(dataclasses.replace(cell, status="fail", reason=join_reasons(kinds)) if kinds else cell)
+    part.results += kernel_rows(spec.name, found)
     return part
 
 

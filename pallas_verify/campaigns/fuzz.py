@@ -52,7 +52,7 @@ from pallas_verify.campaigns.units import (
 )
 from pallas_verify.choices import run_seed
 from pallas_verify.execution import Work
-from pallas_verify.findings import Finding
+from pallas_verify.findings import KERNEL_ROWS, Finding, row_of
 from pallas_verify.reports.progress import Progress, per_backend
 from pallas_verify.reports.report import BackendResult, Report, cell_key
 
@@ -126,9 +126,10 @@ class _Run:
         if isinstance(result, Found):  # the cell failed already, whatever becomes of its unit
             found = result.finding
             self.keep(found, provisional=True)
-            reason = f"static {found.kind}" if found.backend == "static" else found.kind
-            self._cell_result(cell, BackendResult(kernel=cell.kernel, backend=cell.backend, status="fail",
-                                                  reason=reason, transform=found.transform, node=arrival.node))
+            row = row_of(found)  # the cell's, or the static check's or divergence's own row
+            self._cell_result(cell, BackendResult(kernel=cell.kernel, backend=row, status="fail", reason=found.kind,
+                                                  transform=None if row in KERNEL_ROWS else found.transform,
+                                                  node=arrival.node))
             return
         del self.cell_of[arrival.work.uid]
         self.finished += 1
@@ -179,7 +180,7 @@ class _Run:
             found = end.reproduces
             self.keep(found, replayed=True)
             self._cell_result(Cell(ref="", kernel=found.kernel, backend=found.backend), BackendResult(
-                kernel=found.kernel, backend=found.backend, status="fail", reason=found.kind, node=arrival.node))
+                kernel=found.kernel, backend=row_of(found), status="fail", reason=found.kind, node=arrival.node))
 
     def _retire(self, cell: Cell, why: str, result: BackendResult | None = None) -> None:
         self.retired[cell] = why

@@ -32,6 +32,7 @@ from typing import Any, Literal, get_args
 
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.exits import EXIT_CLEAN, EXIT_FINDINGS
+from pallas_verify.findings import row_for
 
 __all__ = ["CATEGORIES", "FACTS", "Category", "Change", "Comparison", "Fact", "Seen", "classify", "compare_files",
            "compare_reports", "first_line", "load_report", "report_jax_version"]
@@ -264,15 +265,15 @@ def _cells(report: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any]
 
 
 def _seen(report: Mapping[str, Any], key: tuple[str, str], cell: Mapping[str, Any]) -> tuple[Seen, ...]:
-    """A failed cell's findings, one per kind: the report's findings of its kernel, backend
-    (or ``static``) and transform, then the kinds its ``reason`` lists that none showed."""
+    """A failed cell's findings, one per kind: the report's findings of its kernel, row
+    (``findings.row_of``) and transform, then the kinds its ``reason`` lists that none showed."""
     if cell.get("status") != "fail":
         return ()
     backend = str(cell.get("backend", key[1].partition("+")[0]))
     transform = cell.get("transform", key[1].partition("+")[2] or None)
     kinds: dict[str, Seen] = {}
     for f in report["findings"]:
-        if f["kernel"] == key[0] and f["backend"] in (backend, "static") and f.get("transform") == transform:
+        if f["kernel"] == key[0] and row_for(f["kind"], f["backend"]) == backend and f.get("transform") == transform:
             kinds.setdefault(f["kind"], Seen(kind=f["kind"], backend=f["backend"],
                                              message=first_line(f.get("message", ""))))
     for kind in str(cell.get("reason", "")).split(", "):

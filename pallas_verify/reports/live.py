@@ -23,8 +23,8 @@ __all__ = ["LiveProgress", "MatrixProgress"]
 
 
 def _line(kernel: str, result: BackendResult) -> str:
-    """``"add on interpret: PASS, 20 examples, 3.1 s"``."""
-    detail = f", {result.effort}" if result.status in ("pass", "fail", "interrupted") else ""
+    """``"add on interpret: PASS, 20 examples, 3.1 s"``; ``"add on static: FAIL (race)"``."""
+    detail = f", {result.searched}" if result.searched else ""
     why = f" ({result.reason})" if result.reason else ""
     return f"{kernel} on {cell_key(result)}: {result.status.upper()}{detail}{why}"
 

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from pallas_verify.findings import Finding
+from pallas_verify.findings import KERNEL_ROWS, Finding, row_of
 
 if TYPE_CHECKING:
     from pallas_verify.spec import KernelSpec
 
-__all__ = ["BackendResult", "Report", "cell_key", "divergence_cells", "finding_dict", "finding_from_dict", "join_reasons", "jsonable",
-           "kernel_entry", "running_jax_version", "unrun_results", "unsanitized", "write_atomic"]
+__all__ = ["BackendResult", "Report", "cell_key", "finding_dict", "finding_from_dict", "join_reasons", "jsonable",
+           "kernel_entry", "kernel_rows", "running_jax_version", "unrun_results", "unsanitized", "write_atomic"]
 
 Status = Literal["pass", "fail", "unsupported", "skipped", "interrupted", "not_reached", "error"]
 _LIST_SEPARATOR = ", "  # reason and node hold their lists as text, in JSON too
@@ -80,6 +80,13 @@ class BackendResult:
         shrink = f" + {self.shrink_steps} shrink steps" if self.shrink_steps else ""
         note = f"; {self.note}" if self.note else ""
         return f"{self.examples} examples{shrink}, {self.seconds:.1f} s{note}"
+
+    @property
+    def searched(self) -> str:
+        """``effort`` where a search ran and judged this cell, else "" (a row that is no
+        backend's, ``findings.KERNEL_ROWS``, or a cell that did not run)."""
+        ran = self.status in ("pass", "fail", "interrupted") and self.backend not in KERNEL_ROWS
+        return self.effort if ran else ""
 
     @property
     def reasons(self) -> tuple[str, ...]:
@@ -243,26 +250,15 @@ def unrun_results(spec: KernelSpec, backend: str, status: Status, reason: str) -
             for t in (None, *spec.transforms)]
 
 
-def divergence_cells(results: list[BackendResult], findings: Iterable[Finding]) -> list[BackendResult]:
-    """The cells as each ``backend_divergence`` blames them: found during one backend's
-    search (``evidence["found_on"]``), it fails the bare-kernel cells of the backends it
-    blames (``evidence["blamed"]``), and that search's cell only when it is one of them."""
-    found_on: set[tuple[str, str]] = set()
-    blamed: set[tuple[str, str]] = set()
+def kernel_rows(kernel: str, findings: Iterable[Finding]) -> list[BackendResult]:
+    """The failed rows of ``kernel`` that are no backend's (``findings.KERNEL_ROWS``): the
+    static check's, and the divergence between backends, each with its findings' kinds."""
+    kinds: dict[str, list[str]] = {}
     for f in findings:
-        if f.kind == "backend_divergence" and "blamed" in f.evidence:
-            found_on.add((f.kernel, str(f.evidence.get("found_on", f.backend))))
-            blamed.update((f.kernel, str(b)) for b in f.evidence["blamed"])
-    out = []
-    for r in results:
-        cell = (r.kernel, r.backend)
-        if r.transform is None and cell in found_on and cell not in blamed:
-            reasons = [x for x in r.reasons if x != "backend_divergence"]
-            r = dataclasses.replace(r, status="fail" if reasons else "pass", reason=join_reasons(reasons))
-        elif r.transform is None and cell in blamed and r.status in ("pass", "fail"):
-            r = r.failing(["backend_divergence"])
-        out.append(r)
-    return out
+        if f.kernel == kernel and row_of(f) in KERNEL_ROWS and f.kind not in kinds.get(row_of(f), []):
+            kinds.setdefault(row_of(f), []).append(f.kind)
+    return [BackendResult(kernel=kernel, backend=row, status="fail", reason=join_reasons(kinds[row]))
+            for row in KERNEL_ROWS if row in kinds]
 
 
 def unsanitized(kernel: Mapping[str, Any], results: Iterable[BackendResult], asked: Iterable[str] = ()) -> list[str]:

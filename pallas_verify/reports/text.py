@@ -7,7 +7,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from pallas_verify.findings import Finding
+from pallas_verify.findings import Finding, row_of
 from pallas_verify.reports.heatmap import blame_maps, text_heatmap, text_legend
 from pallas_verify.reports.matrix import matrix_lines, reason_lines, tally
 from pallas_verify.reports.report import BackendResult, Report, cell_key, jsonable, unsanitized
@@ -18,10 +18,10 @@ __all__ = ["cell_findings", "cell_line", "feature_lines", "finding_text", "findi
 
 
 def cell_findings(report: Report, result: BackendResult) -> list[Finding]:
-    """The findings of one kernel x backend cell (static grid findings count for every cell)."""
+    """The findings of one kernel x backend cell (or of a row that is no backend's:
+    ``findings.KERNEL_ROWS``)."""
     return [f for f in report.findings
-            if f.kernel == result.kernel and f.backend in (result.backend, "static")
-            and f.transform == result.transform]
+            if f.kernel == result.kernel and row_of(f) == result.backend and f.transform == result.transform]
 
 
 def reproduce_command(finding: Finding) -> str | None:
@@ -91,9 +91,9 @@ def findings_text(findings: Sequence[Finding]) -> str:
 
 def cell_line(result: BackendResult) -> str:
     """``"interpret              PASS        20 examples, 3.1 s"``: one cell's verdict."""
-    detail = result.effort if result.status in ("pass", "fail", "interrupted") else ""
     why = f" ({result.reason})" if result.reason else ""
-    return f"{cell_key(result):<22} {result.status.upper():<11} {detail}{why}".rstrip()
+    detail = f"{result.searched}{why}".strip()
+    return f"{cell_key(result):<22} {result.status.upper():<11} {detail}".rstrip()
 
 
 def print_summary(report: Report, file: TextIO | None = None) -> None:

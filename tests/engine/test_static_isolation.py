@@ -74,7 +74,8 @@ def test_trace_time_hang_is_a_static_timeout_and_the_run_goes_on(tmp_path):
                     timeout_s=20, shrink_budget_s=0)
     static = by_backend(report)["static"]
     assert static.kind == "timeout" and "hangs while it is traced" in static.message
-    assert [(r.backend, r.status) for r in report.results] == [("interpret", "fail")]
+    assert [(r.backend, r.status, r.reason) for r in report.results] == [("interpret", "fail", "timeout"),
+                                                                         ("static", "fail", "timeout")]
     assert by_backend(report)["interpret"].kind == "timeout"
 
 
@@ -84,7 +85,8 @@ def test_trace_time_abort_is_a_static_crash_and_the_run_goes_on(tmp_path):
                     shrink_budget_s=0)
     static = by_backend(report)["static"]
     assert static.kind == "crash" and "SIGABRT" in static.message
-    assert [(r.backend, r.status) for r in report.results] == [("interpret", "fail")]
+    assert [(r.backend, r.status, r.reason) for r in report.results] == [("interpret", "fail", "crash"),
+                                                                         ("static", "fail", "crash")]
     assert by_backend(report)["interpret"].kind == "crash"
 
 

@@ -95,8 +95,8 @@ def test_an_illegal_tpu_block_fails_on_the_default_backends(tmp_path):
     assert "block (7, 100) of x_ref (input 0), array (14, 200) float32: its last dimension 100" in static.message
     assert "(e.g. block (8, 128))" in static.message
     cells = {r.backend: r for r in report.results if r.transform is None}
-    assert cells["interpret"].status == cells["tpu_interpret"].status == "fail"
-    assert "static compile_error" in cells["interpret"].reasons
+    assert (cells["static"].status, cells["static"].reasons) == ("fail", ("compile_error",))
+    assert "compile_error" not in cells["interpret"].reasons  # the interpreters run the blocks
     if "mosaic_tpu:v5e" in cells:  # libtpu installed: the compile itself fails too
         assert cells["mosaic_tpu:v5e"].status == "fail"
         assert any(f.backend == "mosaic_tpu:v5e" and f.kind == "compile_error" for f in report.findings)

@@ -9,10 +9,10 @@ import numpy as np
 
 import pallas_verify as pv
 from pallas_verify.case import Case, ErrorInfo, Outcome
-from pallas_verify.findings import Finding
+from pallas_verify.findings import Finding, row_of
 from pallas_verify.oracles.divergence import Divergences, Tie, divergence_findings
 from pallas_verify.reference import Truth
-from pallas_verify.reports.report import BackendResult, divergence_cells
+from pallas_verify.reports.report import kernel_rows
 from tests.oracles._crafted import CASE, PATHS, X, copy_spec
 
 
@@ -99,16 +99,12 @@ def test_no_divergence_for_equal_bits_a_single_run_a_failed_run_or_an_unstable_s
                                [Outcome(outputs=(X,)), Outcome(outputs=(other,))], PATHS) == []
 
 
-def test_a_divergence_fails_the_cells_of_the_backends_it_blames_not_the_one_whose_search_found_it():
+def test_a_divergence_fails_its_own_row_not_the_backends_cells():
     found = Finding(kind="backend_divergence", kernel="k", backend="interpret", message="m",
                     evidence={"found_on": "tpu_interpret", "blamed": ["interpret"]})
-    cells = [BackendResult(kernel="k", backend="interpret", status="pass"),
-             BackendResult(kernel="k", backend="interpret", status="pass", transform="vmap"),
-             BackendResult(kernel="k", backend="tpu_interpret", status="fail", reason="backend_divergence"),
-             BackendResult(kernel="other", backend="interpret", status="pass")]
-    out = divergence_cells(cells, [found])
-    assert [(r.backend, r.transform, r.status, r.reason) for r in out] == [
-        ("interpret", None, "fail", "backend_divergence"), ("interpret", "vmap", "pass", ""),
-        ("tpu_interpret", None, "pass", ""), ("interpret", None, "pass", "")]
-    both = dataclasses.replace(found, evidence={"found_on": "tpu_interpret", "blamed": ["interpret", "tpu_interpret"]})
-    assert [r.status for r in divergence_cells(cells, [both])] == ["fail", "pass", "fail", "pass"]
+    race = Finding(kind="race", kernel="k", backend="static", message="m")
+    assert [(r.backend, r.status, r.reason) for r in kernel_rows("k", [found, race, found])] == [
+        ("static", "fail", "race"), ("divergence", "fail", "backend_divergence")]
+    assert kernel_rows("other", [found, race]) == []
+    mismatch = Finding(kind="mismatch", kernel="k", backend="interpret", message="m")
+    assert [row_of(f) for f in (found, race, mismatch)] == ["divergence", "static", "interpret"]

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from pallas_verify.engine import verify
+from pallas_verify.findings import KERNEL_ROWS, row_of
 from pallas_verify.reports.report import Report
 from pallas_verify.spec import KernelSpec
 from reference_kernels.mutants import Mutant, mutants
@@ -107,11 +108,12 @@ def test_mutant_is_found_with_a_declared_kind(
         assert finding.kernel == mutant.name
         assert finding.reproducer is not None
         assert Path(finding.reproducer).is_file()
-    # A backend's finding fails its cell; a static one fails every cell.
-    failing = {(f.backend, f.transform) for f in expected}
-    for cell in report.results:
-        if ("static", None) in failing or (cell.backend, cell.transform) in failing:
-            assert cell.status == "fail", _describe(report)
+    # A finding fails its own row: its backend's cell, or the static check's or the
+    # divergence's row (findings.row_of), which the report then has.
+    failing = {(row_of(f), None if row_of(f) in KERNEL_ROWS else f.transform) for f in expected}
+    cells = {(cell.backend, cell.transform): cell for cell in report.results}
+    for row in failing:
+        assert row in cells and cells[row].status == "fail", _describe(report)
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=IDS)
