@@ -16,6 +16,12 @@ behind every constant):
   part ``b`` (the largest remaining noise relative to the value). The reference always
   passes its own rule.
 
+Where the reference takes narrow float inputs and multiplies matrices, a kernel may round
+the operands of its dots to that narrow dtype, as feeding a matrix unit does (the softmax
+weights of FlashAttention-style kernels, rounded before ``p @ v``). The float64 truth
+evaluated with those roundings made (``reference.Truth.dots``) measures what they cost,
+and both rules count its error as the reference's (the larger of the two per element).
+
 Each rule returns, per element, whether it is close, and the figures its judgement
 reports (``tolerance.Comparison``).
 """
@@ -61,12 +67,14 @@ def steps(dtype: np.dtype, t: np.ndarray) -> np.ndarray:
     return np.exp2(np.minimum(exponent, info.maxexp - 1)) * float(info.eps)
 
 
-def by_norm(a: np.ndarray, e: np.ndarray, t: np.ndarray, usable: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, dict]:
+def by_norm(a: np.ndarray, e: np.ndarray, t: np.ndarray, usable: np.ndarray, dtype: np.dtype,
+            d: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
     """float32 and wider: the kernel's max error within ERROR_RATIO x the reference's plus
-    FLOOR_EPS eps at the largest output (``usable``: elements finite on all three sides)."""
+    FLOOR_EPS eps at the largest output (``usable``: elements finite on all three sides);
+    ``d``: the truth with rounded dot operands, whose error counts as the reference's too."""
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite elements are masked out
         k_err = np.where(usable, np.abs(a - t), 0.0)
-        r_err = np.where(usable, np.abs(e - t), 0.0)
+        r_err = np.where(usable, _reference_error(e, t, d), 0.0)
     reference_error = float(r_err.max(initial=0.0))
     floor = FLOOR_EPS * float(ml_dtypes.finfo(dtype).eps) * float(np.abs(np.where(usable, t, 0.0)).max(initial=0.0))
     bound = ERROR_RATIO * reference_error + floor
@@ -77,15 +85,17 @@ def by_norm(a: np.ndarray, e: np.ndarray, t: np.ndarray, usable: np.ndarray, dty
 
 
 def by_element(a: np.ndarray, e: np.ndarray, t: np.ndarray, w: np.ndarray | None, usable: np.ndarray,
-               dtype: np.dtype) -> tuple[np.ndarray, dict]:
+               dtype: np.dtype, d: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
     """Narrow floats, per element: ``|kernel - float64| <= NARROW_RATIO x (a + b |x|) +
-    FLOOR_STEPS steps``, ``w`` the reference's float32 shadow (None: its own error only)."""
+    FLOOR_STEPS steps``, ``w`` the reference's float32 shadow (None: its own error only);
+    ``d``: the truth with rounded dot operands, whose error counts as noise too."""
     step = steps(dtype, np.where(usable, t, 1.0))
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite elements are masked out
         k_err = np.where(usable, np.abs(a - t), 0.0)
         noise = np.where(usable, np.maximum(np.abs(e - t) - step / 2, 0.0), 0.0)
-        if w is not None:
-            noise = np.maximum(noise, np.where(usable & np.isfinite(w), np.abs(w - t), 0.0))
+        for shadow in (w, d):
+            if shadow is not None:
+                noise = np.maximum(noise, np.where(usable & np.isfinite(shadow), np.abs(shadow - t), 0.0))
     absolute, relative = _noise_model(noise, np.where(usable, np.abs(t), np.inf))
     allowed = NARROW_RATIO * (absolute + relative * np.abs(np.where(usable, t, 0.0))) + FLOOR_STEPS * step
     ratio = k_err / allowed
@@ -95,6 +105,15 @@ def by_element(a: np.ndarray, e: np.ndarray, t: np.ndarray, w: np.ndarray | None
                         "reference_error": float(absolute + relative * abs(t[at])) if at is not None else 0.0,
                         "bound": float(allowed[at] / step[at]) if at is not None else 0.0,
                         "margin": float(ratio.max(initial=0.0)), "at": at}
+
+
+def _reference_error(e: np.ndarray, t: np.ndarray, d: np.ndarray | None) -> np.ndarray:
+    """Per element, the reference's error against the float64 truth, or the error of the
+    truth with the dot operands rounded to the narrow input dtype (``reference.Truth.dots``)
+    where that is larger: a kernel that feeds its matrix unit at its inputs' precision
+    makes that rounding, which the reference may skip."""
+    err = np.abs(e - t)
+    return err if d is None else np.maximum(err, np.where(np.isfinite(d), np.abs(d - t), 0.0))
 
 
 def _noise_model(noise: np.ndarray, magnitude: np.ndarray) -> tuple[float, float]:

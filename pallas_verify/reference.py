@@ -15,6 +15,13 @@ float32 instead (``Truth.shadow``). Its distance to the ground truth is the refe
 arithmetic noise at full resolution, which the output's own rounding hides
 (``tolerance.compare`` judges narrow outputs with it).
 
+When the reference takes a narrow float input and multiplies matrices, a third evaluation
+in float64 rounds the float operands of every ``dot_general`` to that narrow dtype first
+(``Truth.dots``): what a kernel that feeds a matrix unit at its inputs' precision computes
+(the softmax weights of a FlashAttention-style kernel rounded to bf16 before ``p @ v``), a
+rounding the reference may skip. The precision oracle holds a kernel to whichever of the
+two it is nearer, per element.
+
 When no ground truth can be had (the reference rounds with ``reduce_precision``, uses an
 operation the evaluation cannot lift, or raises in float64), ``Truth.outputs`` is None and
 ``Truth.reason`` says why; ``Truth.depth`` is then the reduction depth visible in the
@@ -30,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -64,12 +71,16 @@ class Truth:
       shadow: per output, the reference evaluated with every float narrower than 32 bits
         carried in float32 (a float32 array) where the output is such a narrow float, else
         None; None when there is no ground truth.
+      dots: per output, the float64 evaluation with every dot's float operands rounded to
+        the narrowest float dtype of the inputs (module docstring); None when the
+        reference has no narrow float input or no dot, or no ground truth.
     """
 
     outputs: list[np.ndarray] | None
     reason: str | None = None
     depth: int = 1
     shadow: list[np.ndarray | None] | None = None
+    dots: list[np.ndarray | None] | None = None
 
 
 # --- one compiled reference per (reference, config, transform) ----------------------
@@ -105,7 +116,7 @@ class Bound:
         run, narrow = compiled
         try:
             with jax.enable_x64(True):
-                outs, shadows = jax.block_until_ready(run(*(_lift_value(np.asarray(x)) for x in inputs)))
+                outs, shadows, dots = jax.block_until_ready(run(*(_lift_value(np.asarray(x)) for x in inputs)))
                 outputs = [np.asarray(o) for o in outs]
         except Exception as exc:
             return Truth(outputs=None, reason=f"the reference raised {type(exc).__name__} in float64: "
@@ -113,7 +124,7 @@ class Bound:
         shadow: list[np.ndarray | None] = [None] * len(outputs)
         for i, value in zip(narrow, shadows, strict=True):
             shadow[i] = np.asarray(value)
-        return Truth(outputs=outputs, depth=depth, shadow=shadow)
+        return Truth(outputs=outputs, depth=depth, shadow=shadow, dots=[np.asarray(d) for d in dots] or None)
 
 
 # The one process-wide cache of compiled references (a long-lived worker stays small).
@@ -244,35 +255,39 @@ def _lift_params(params: Mapping[str, Any], to: Any) -> dict[str, Any]:
     return lifted
 
 
-def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], to: Any = np.float64) -> list[Any]:
-    """Evaluate ``jaxpr`` with floating-point values carried in ``to`` (``_target``)."""
+def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], to: Any = np.float64,
+              dots: Any = None) -> list[Any]:
+    """Evaluate ``jaxpr`` with floating-point values carried in ``to`` (``_target``), the
+    float operands of every dot rounded to ``dots`` first when it is a dtype."""
     return _jax_compat.evaluate(
-        jaxpr, [_lift_value(c, to) for c in consts], args, functools.partial(_apply, to=to),
+        jaxpr, [_lift_value(c, to) for c in consts], args, functools.partial(_apply, to=to, dots=dots),
         literal=lambda v: _lift_value(np.asarray(v.val, dtype=v.aval.dtype), to),
     )
 
 
-def _apply(eqn: Any, invals: list[Any], *, to: Any) -> list[Any]:
+def _apply(eqn: Any, invals: list[Any], *, to: Any, dots: Any = None) -> list[Any]:
     name = eqn.primitive.name
     if name == "reduce_precision":
         raise NoGroundTruth("the reference rounds to a fixed precision with lax.reduce_precision")
     body = _jax_compat.call_body(eqn)
     if body is not None:
-        return _evaluate(*body, invals, to=to)
-    return _jax_compat.bind(eqn, invals, _lift_params(_lift_bodies(name, eqn.params, to), to))
+        return _evaluate(*body, invals, to=to, dots=dots)
+    if dots is not None and name == "dot_general":  # a matrix unit's inputs, at the inputs' precision
+        invals = [v.astype(dots).astype(v.dtype) if _is_float(v.dtype) else v for v in invals]
+    return _jax_compat.bind(eqn, invals, _lift_params(_lift_bodies(name, eqn.params, to, dots), to))
 
 
-def _lift_jaxpr(inner: Any, to: Any) -> Any:
+def _lift_jaxpr(inner: Any, to: Any, dots: Any = None) -> Any:
     """A closed jaxpr param with its inputs, outputs and body carried in ``to``."""
     import jax
 
     if not hasattr(inner, "consts"):
         raise NoGroundTruth("the reference uses a primitive with an open jaxpr body")
     avals = [jax.ShapeDtypeStruct(v.aval.shape, _target(v.aval.dtype, to)) for v in inner.jaxpr.invars]
-    return jax.make_jaxpr(lambda *xs: _evaluate(inner.jaxpr, inner.consts, xs, to))(*avals)
+    return jax.make_jaxpr(lambda *xs: _evaluate(inner.jaxpr, inner.consts, xs, to, dots))(*avals)
 
 
-def _lift_bodies(name: str, params: Mapping[str, Any], to: Any) -> dict[str, Any]:
+def _lift_bodies(name: str, params: Mapping[str, Any], to: Any, dots: Any = None) -> dict[str, Any]:
     """``params`` with every jaxpr-valued entry (scan/while body, cond branches) lifted."""
     from jax.extend.core import jaxprs_in_params
 
@@ -283,9 +298,9 @@ def _lift_bodies(name: str, params: Mapping[str, Any], to: Any) -> dict[str, Any
     lifted = {}
     for key, value in params.items():
         if hasattr(value, "jaxpr") and hasattr(value, "consts"):
-            value = _lift_jaxpr(value, to)
+            value = _lift_jaxpr(value, to, dots)
         elif isinstance(value, tuple) and value and all(hasattr(v, "consts") for v in value):
-            value = tuple(_lift_jaxpr(v, to) for v in value)
+            value = tuple(_lift_jaxpr(v, to, dots) for v in value)
         elif list(jaxprs_in_params({key: value})):
             raise NoGroundTruth(f"the reference uses {name}, whose body cannot be evaluated in float64")
         lifted[key] = value
@@ -322,7 +337,7 @@ def _lift(fn: Callable[..., Any], avals: tuple[tuple[tuple[int, ...], str], ...]
 
     Traced at working precision, then lifted and compiled under x64; the compiled function
     takes the float64 inputs and returns (float64 outputs, float32 shadows of the narrow
-    float outputs). A failure is kept (``Bound``) like a success, so a spec without a
+    float outputs, the float64 outputs with rounded dot operands or []). A failure is kept (``Bound``) like a success, so a spec without a
     ground truth pays for it once.
     """
     import jax
@@ -335,14 +350,16 @@ def _lift(fn: Callable[..., Any], avals: tuple[tuple[tuple[int, ...], str], ...]
     lifted = [jax.ShapeDtypeStruct(s, _target(np.dtype(d), np.float64)) for s, d in avals]
     narrow = [i for i, v in enumerate(closed.jaxpr.outvars) if _narrow(v.aval.dtype)]
     carried = [_target(np.dtype(d), np.float32) for _, d in avals]
+    dots = _narrowest(np.dtype(d) for _, d in avals) if _has_dot(closed.jaxpr) else None
 
-    def both(*xs: Any) -> tuple[list[Any], list[Any]]:
+    def both(*xs: Any) -> tuple[list[Any], list[Any], list[Any]]:
         truth = _evaluate(closed.jaxpr, closed.consts, xs)
+        rounded = [] if dots is None else _evaluate(closed.jaxpr, closed.consts, xs, dots=dots)
         if not narrow:
-            return truth, []
+            return truth, [], rounded
         shadow = _evaluate(closed.jaxpr, closed.consts, [x.astype(d) for x, d in zip(xs, carried, strict=True)],
                            np.float32)
-        return truth, [shadow[i] for i in narrow]
+        return truth, [shadow[i] for i in narrow], rounded
 
     try:
         with jax.enable_x64(True):
@@ -352,6 +369,18 @@ def _lift(fn: Callable[..., Any], avals: tuple[tuple[tuple[int, ...], str], ...]
     except Exception as exc:
         return None, depth, f"the reference fails in float64: {type(exc).__name__}: {_first_line(exc)}"
     return (run, narrow), depth, None
+
+
+def _narrowest(dtypes: Iterable[np.dtype]) -> np.dtype | None:
+    """The narrowest float dtype narrower than 32 bits among ``dtypes`` (None: none)."""
+    narrow = [d for d in dtypes if _narrow(d)]
+    return min(narrow, key=lambda d: d.itemsize) if narrow else None
+
+
+def _has_dot(jaxpr: Any) -> bool:
+    """Whether ``jaxpr`` (or a body inside it) multiplies matrices."""
+    return any(eqn.primitive.name == "dot_general" or any(_has_dot(j) for j, _ in _jax_compat.sub_jaxprs(eqn))
+               for eqn in jaxpr.eqns)
 
 
 def _first_line(exc: Exception) -> str:

@@ -208,12 +208,14 @@ class Comparison:
 
 def compare(path: str, actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance | None,
             truth: np.ndarray | None = None, depth: int = 1, note: str | None = None,
-            shadow: np.ndarray | None = None) -> Comparison:
+            shadow: np.ndarray | None = None, dots: np.ndarray | None = None) -> Comparison:
     """Compare one output with its expected value.
 
     ``tolerance`` (an explicit ``pv.Tolerance``) wins; else ``truth`` (the float64 ground
     truth) selects the precision oracle, with ``shadow`` (the reference carried in float32,
-    for a narrow float output) measuring the reference's noise; else the bound grows with
+    for a narrow float output) measuring the reference's noise, and ``dots`` (the float64
+    evaluation with its dot operands rounded to the narrow input dtype: ``Truth.dots``)
+    counting as the reference's error too; else the bound grows with
     ``depth`` (``note`` says why there is no ground truth). Integers and bool are exact;
     NaN/inf positions must match ``expected`` both ways.
     """
@@ -240,7 +242,8 @@ def compare(path: str, actual: np.ndarray, expected: np.ndarray, tolerance: Tole
     t = None if truth is None or np.shape(truth) != actual.shape else np.asarray(truth, np.float64)
     if tolerance is None and t is not None:
         w = None if shadow is None or np.shape(shadow) != actual.shape else np.asarray(shadow, np.float64)
-        close, extra = _against_truth(a, e, t, w, special, actual.dtype)
+        d = None if dots is None or np.shape(dots) != actual.shape else np.asarray(dots, np.float64)
+        close, extra = _against_truth(a, e, t, w, d, special, actual.dtype)
     elif tolerance is None:
         close, extra = _by_depth(a, e, diff, special, actual.dtype, depth, note)
     else:
@@ -255,14 +258,14 @@ def compare(path: str, actual: np.ndarray, expected: np.ndarray, tolerance: Tole
                                            bad.size), **extra)
 
 
-def _against_truth(a: np.ndarray, e: np.ndarray, t: np.ndarray, w: np.ndarray | None, special: np.ndarray,
-                   dtype: np.dtype) -> tuple[np.ndarray, dict]:
+def _against_truth(a: np.ndarray, e: np.ndarray, t: np.ndarray, w: np.ndarray | None, d: np.ndarray | None,
+                   special: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, dict]:
     """The precision oracle (``precision.py``): per element for narrow floats, else max norms."""
     usable = ~special & np.isfinite(t)
     if precision.is_narrow(dtype):
-        close, extra = precision.by_element(a, e, t, w, usable, dtype)
+        close, extra = precision.by_element(a, e, t, w, usable, dtype, d)
     else:
-        close, extra = precision.by_norm(a, e, t, usable, dtype)
+        close, extra = precision.by_norm(a, e, t, usable, dtype, d)
     at = extra.pop("at")
     extra["worst"] = None if at is None else (at, (float(a[at]), float(e[at]), float(t[at])))
     # Where the float64 truth itself is not finite (while both outputs are), it cannot judge

@@ -82,6 +82,8 @@ class Tracer:
       notes: "static check skipped for <call>: <reason>", each once.
       checked, kernelless: the configs (and input shapes) the static check traced, and
         those of them that ran no Pallas kernel at all.
+      dot_roundings: per config (and input shapes) traced, the narrow float dtypes its
+        kernels round dot operands to (``grid.dots``).
     """
 
     def __init__(self, spec: KernelSpec, sandbox: Sandbox, *, cache_size: int = 256) -> None:
@@ -89,6 +91,7 @@ class Tracer:
         self.notes: list[str] = []
         self.checked: set[str] = set()
         self.kernelless: dict[str, Mapping[str, Any]] = {}  # key -> its config
+        self.dot_roundings: dict[str, frozenset[str]] = {}
         self._static: Lru[str, Traced[list[Finding]]] = Lru(maxsize=cache_size)
 
     def static(self, config: Mapping[str, Any], inputs: Sequence[np.ndarray]) -> Traced[list[Finding]]:
@@ -107,6 +110,7 @@ class Tracer:
             self.checked.add(key)
             if done.no_kernel:
                 self.kernelless[key] = dict(config)
+            self.dot_roundings[key] = done.dot_roundings
             return done.findings
 
         traced = Traced(findings)
@@ -114,6 +118,13 @@ class Tracer:
         if slot == "interpreters":  # the cases' worker (or this process): done before it gets the case
             traced.result()
         return traced
+
+    def rounds_dot_operands(self, config: Mapping[str, Any], inputs: Sequence[np.ndarray]) -> bool:
+        """Whether the kernel, on this config and these input shapes, rounds a wider float
+        to a narrow one right before a dot (``grid.dots``), as its static check traced it
+        (waited for; False where that trace failed)."""
+        self.static(config, inputs).result()
+        return bool(self.dot_roundings.get(config_key(config) + repr(shapes_key(inputs))))
 
     def blame(self, finding: Finding, inputs: BlameInputs | None) -> Finding:
         """``finding`` with its bad elements mapped to output blocks and grid points (and,

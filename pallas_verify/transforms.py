@@ -101,11 +101,13 @@ def _vmap_truth(fn: Callable[..., Any], config: Mapping[str, Any], inputs: Array
     if missing is not None:
         return Truth(outputs=None, reason=missing.reason, depth=depth)
     return Truth(outputs=[np.stack(leaves) for leaves in zip(*(t.outputs or [] for t in per_example), strict=True)],
-                 depth=depth, shadow=_stacked([t.shadow for t in per_example]))
+                 depth=depth, shadow=_stacked([t.shadow for t in per_example]),
+                 dots=_stacked([t.dots for t in per_example]))
 
 
-def _stacked(shadows: list[list[np.ndarray | None] | None]) -> list[np.ndarray | None] | None:
-    """Per output, the examples' float32 shadows stacked (None where an output has none)."""
+def _stacked(shadows: Sequence[Sequence[np.ndarray | None] | None]) -> list[np.ndarray | None] | None:
+    """Per output, the examples' shadows (float32, or rounded dots) stacked (None where an
+    output has none)."""
     if any(s is None for s in shadows):
         return None
     return [None if any(x is None for x in leaves) else np.stack(leaves)
@@ -275,4 +277,5 @@ def _example(truth: Truth | None, b: int) -> Truth | None:
     if truth is None or truth.outputs is None:
         return truth
     shadow = None if truth.shadow is None else [None if w is None else np.asarray(w[b]) for w in truth.shadow]
-    return dataclasses.replace(truth, outputs=[np.asarray(t[b]) for t in truth.outputs], shadow=shadow)
+    dots = None if truth.dots is None else [None if d is None else np.asarray(d[b]) for d in truth.dots]
+    return dataclasses.replace(truth, outputs=[np.asarray(t[b]) for t in truth.outputs], shadow=shadow, dots=dots)

@@ -5,7 +5,8 @@ Two tasks, each one trace of the kernel under the device context the backends tr
 
 - ``static``: the grid check of one example's config and input shapes: the GridIssues of
   every ``pallas_call`` (``grid.check``), Mosaic TPU's block rules (``grid.tiling``) and
-  jax's own grid-mapping invariants (``grid.invariants``);
+  jax's own grid-mapping invariants (``grid.invariants``), and the dtypes its bodies round
+  dot operands to (``grid.dots``, a fact for the precision oracle);
 - ``blame``: the bad elements of a finding's outputs mapped to output blocks and the grid
   points that wrote them (``grid.blame``), the kernel under the finding's transform.
 
@@ -36,8 +37,11 @@ def _static(spec: KernelSpec, request: Mapping[str, Any]) -> list[Any]:
             return [check.GridIssue(kind=check.NO_KERNEL, call=spec.name, message=(
                 f"{spec.name} ran no Pallas kernel (no pallas_call, pl.kernel or core_map) for config "
                 f"{dict(request['config'])}"))]
+        facts = [check.GridIssue(kind=check.DOT_ROUNDING, call=call.name, operand=dtype,
+                                 message=f"{call.name} rounds dot operands to {dtype}")
+                 for call in calls for dtype in call.dot_roundings]
         return [*(issue for call in calls for issue in check.check_call(call)), *tiling_issues(spec, calls),
-                *invariant_issues(spec.kernel, request["inputs"], request["config"])]
+                *invariant_issues(spec.kernel, request["inputs"], request["config"]), *facts]
 
 
 def _runs_a_kernel(spec: KernelSpec, request: Mapping[str, Any]) -> bool:

@@ -15,6 +15,7 @@ import numpy as np
 from jax.experimental import pallas as pl
 
 from pallas_verify import _jax_compat
+from pallas_verify.grid.dots import dot_roundings
 
 __all__ = ["BlockOperand", "PallasCall", "block_indices", "grid_mappings", "grid_points"]
 
@@ -100,6 +101,7 @@ class PallasCall:
         ``"triton"``, ...; see ``_jax_compat.kernel_site``), ``""`` when unknown.
       discarded: indices of outputs the jaxpr holding the call never uses (the wrapper
         drops them: what is written there reaches no result).
+      dot_roundings: the narrow float dtypes its body rounds dot operands to (``grid.dots``).
     """
 
     name: str
@@ -120,6 +122,7 @@ class PallasCall:
     num_prefetch: int = 0
     lowering: str = ""
     discarded: tuple[int, ...] = ()
+    dot_roundings: tuple[str, ...] = ()
 
     def output_for(self, kernel_output: int) -> BlockOperand | None:
         for k, c in self.produces:
@@ -245,6 +248,7 @@ def _pallas_call(eqn, args, position: int) -> PallasCall:
         params=_jax_compat.kernel_params(gm.body),
         num_prefetch=gm.num_index_operands,
         lowering=_jax_compat.kernel_site(eqn),
+        dot_roundings=dot_roundings(gm.body),
     )
 
 

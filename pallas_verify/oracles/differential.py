@@ -28,7 +28,7 @@ def compare_outputs(
     """One Comparison per output (a count mismatch is reported on a pseudo-output).
 
     ``truth``: the float64 ground truth (the precision oracle judges, with the float32
-    shadows of narrow float outputs), or one without
+    shadows of narrow float outputs and the evaluation with rounded dot operands), or one without
     outputs (a bound from its reduction depth judges); an explicit ``tolerance`` wins.
     """
     if len(actual) != len(expected):
@@ -40,9 +40,12 @@ def compare_outputs(
     shadows = truth.shadow if truth is not None and truth.shadow is not None else [None] * len(truths)
     if len(shadows) != len(truths):
         shadows = [None] * len(truths)
+    dots = truth.dots if truth is not None and truth.dots is not None else [None] * len(truths)
+    if len(dots) != len(truths):
+        dots = [None] * len(truths)
     depth, note = (truth.depth, truth.reason) if truth is not None else (1, None)
-    return [compare(p, a, e, tolerance, t, depth, note, w)
-            for p, a, e, t, w in zip(paths, actual, expected, truths, shadows, strict=True)]
+    return [compare(p, a, e, tolerance, t, depth, note, w, d)
+            for p, a, e, t, w, d in zip(paths, actual, expected, truths, shadows, dots, strict=True)]
 
 
 def outcome_findings(

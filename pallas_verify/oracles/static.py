@@ -18,7 +18,7 @@ from typing import Any
 
 from pallas_verify.case import Outcome
 from pallas_verify.findings import Finding
-from pallas_verify.grid.check import NO_KERNEL
+from pallas_verify.grid.check import DOT_ROUNDING, NO_KERNEL, SKIPPED
 
 __all__ = ["StaticResult", "blamed", "static_result", "trace_failure"]
 
@@ -35,6 +35,7 @@ class StaticResult:
     findings: list[Finding]
     notes: list[str]
     no_kernel: bool = False  # the example ran no Pallas kernel at all
+    dot_roundings: frozenset[str] = frozenset()  # narrow dtypes its kernels round dot operands to (grid.dots)
 
 
 def trace_failure(kernel: str, config: Mapping[str, Any], outcome: Outcome,
@@ -72,7 +73,8 @@ def static_result(kernel: str, config: Mapping[str, Any], answer: Any) -> Static
     findings = [Finding(kind=i.kind, kernel=kernel, backend="static", message=i.message, config=dict(config),
                         evidence={"call": i.call, "operand": i.operand, "block": i.block, "grid_points": i.grid_points})
                 for i in answer if i.is_finding]
-    return StaticResult(findings=findings, notes=[i.message for i in answer if not i.is_finding])
+    return StaticResult(findings=findings, notes=[i.message for i in answer if i.kind == SKIPPED],
+                        dot_roundings=frozenset(i.operand for i in answer if i.kind == DOT_ROUNDING))
 
 
 def blamed(finding: Finding, answer: Any) -> Finding:

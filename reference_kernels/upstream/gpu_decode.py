@@ -1,13 +1,12 @@
 """KernelSpecs wrapping jax's GPU (Triton-style) decode kernels: single-token decode
 attention (``ops.gpu.decode_attention``: ``mqa`` and grouped ``gqa``, without lengths, with
 per-sequence ``kv_seq_len`` and with ``start_idx`` too) and paged attention
-(``ops.gpu.paged_attention``, with and without lengths), in float32 and bfloat16.
+(``ops.gpu.paged_attention``, with and without lengths), in float32, bfloat16 and float16.
 
 Query heads are drawn ragged against the kernels' 16-row head block (they pad), sequence
 lengths cut inside a split and inside a page, and splits that hold no valid key at all.
-The reference is the modules' own pure-``jnp`` ``*_reference`` math with the softmax
-weights rounded to the value dtype as the kernels round them (``attention_reference``);
-paged attention's takes dense K/V, which the wrapper gathers from the pages with plain
+The reference is the modules' own pure-``jnp`` ``*_reference`` math, the softmax in
+float32 (``attention_reference``); paged attention's takes dense K/V, which the wrapper gathers from the pages with plain
 indexing.
 
 These kernels vmap a ``pallas_call`` over the batch; GPU interpret mode cannot batch one
@@ -40,7 +39,7 @@ __all__ = ["GPU_DECODE_GQA", "GPU_DECODE_MQA", "GPU_PAGED_ATTENTION", "LENGTHS"]
 #: How the valid keys of each sequence are given: all valid, ``kv_seq_len`` only, or a
 #: ``[start_idx, kv_seq_len)`` window.
 LENGTHS = ("none", "kv_seq_len", "start_and_len")
-_DTYPES = ("float32", "bfloat16")
+_DTYPES = ("float32", "bfloat16", "float16")
 
 
 @st.composite
@@ -96,11 +95,10 @@ def _decode(kernel):
 
 def attention_reference(q, k, v, start_idx=None, kv_seq_len=None, *, sm_scale=None):
     """Upstream's ``gqa_reference`` (``mqa_reference`` for 3-d ``k``, ``v``: one KV head;
-    ``paged_attention_reference`` with ``sm_scale=1``), with one change: the softmax weights are rounded to ``v``'s dtype before they meet
-    ``v``, as the kernels round them (``s_curr.astype(v.dtype)``) on purpose. Upstream's
-    float32 weights leave a bf16 or f16 output dozens of that dtype's steps from the float64
-    truth where it cancels: a precision choice of the kernel that its reference must share
-    (a no-op for float32 inputs)."""
+    ``paged_attention_reference`` with ``sm_scale=1``): the softmax in float32, cast to
+    ``q``'s dtype at the end. The kernels round their softmax weights to ``v``'s dtype
+    before they meet ``v`` (``s_curr.astype(v.dtype)``), as a matrix unit's inputs are
+    rounded; the precision oracle allows that rounding (``reference.Truth.dots``)."""
     if k.ndim == 3:
         k, v = k[:, :, None], v[:, :, None]
     batch, heads, d = q.shape
@@ -113,8 +111,8 @@ def attention_reference(q, k, v, start_idx=None, kv_seq_len=None, *, sm_scale=No
         end = jnp.broadcast_to(k.shape[1] if kv_seq_len is None else kv_seq_len, (batch,))[:, None]
         valid = (keys >= start) & (keys < end)
         logits = logits + (~valid[:, None, None, :]) * (0.7 * jnp.finfo(jnp.float32).min)
-    weights = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
-    out = jnp.einsum("bkgs,bskd->bkgd", weights, v, preferred_element_type=jnp.float32)
+    weights = jax.nn.softmax(logits, axis=-1)
+    out = jnp.einsum("bkgs,bskd->bkgd", weights, v.astype(jnp.float32))
     return out.reshape(batch, heads, d).astype(q.dtype)
 
 

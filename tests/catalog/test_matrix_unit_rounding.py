@@ -1,0 +1,103 @@
+"""bf16 and f16 attention against references that keep their softmax in float32.
+
+FlashAttention-style kernels round their softmax weights to the value dtype before
+``p @ v``, as a matrix unit's inputs are rounded; a natural reference does not. The
+precision oracle counts that rounding as the reference's own noise
+(``reference.Truth.dots``) for a kernel whose body makes it (``grid.dots``): jax's decode
+and flash attention pass against such references, and each would fail without it on the
+same example; the flash-attention precision mutant makes no such rounding, so it gets no
+such allowance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from catalog_interpreters import INTERPRETERS, ground_truth, reference, run
+
+from pallas_verify.backends.interpreters import trace_context
+from pallas_verify.grid.check import grid_mappings
+from pallas_verify.oracles.differential import compare_outputs
+from pallas_verify.reference import ground_truth as truth_of
+from reference_kernels._draw import normal
+from reference_kernels.mutants import precision
+from reference_kernels.upstream import gpu_decode, tpu_ops
+
+
+def flash_reference(q, k, v, *, causal, sm_scale, **_blocks):
+    """softmax(q k^T * sm_scale) v, the softmax in float32, cast to q's dtype at the end."""
+    s = jnp.einsum("bhqd,bhkd->bhqk", q.astype(jnp.float32), k.astype(jnp.float32)) * sm_scale
+    if causal:
+        n = q.shape[2]
+        s = jnp.where(jnp.arange(n)[:, None] >= jnp.arange(n)[None, :], s, -jnp.inf)
+    return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), v.astype(jnp.float32)).astype(q.dtype)
+
+
+_FLASH_CONFIG = {"causal": False, "sm_scale": 1.0, "block_q": 128, "block_k_major": 128, "block_k": 128,
+                 "block_q_major_dkv": 128, "block_k_major_dkv": 128, "block_k_dkv": 128, "block_q_dkv": 128,
+                 "block_k_major_dq": 128, "block_k_dq": 128, "block_q_dq": 128}
+_DECODE_CONFIG = {"k_splits": 1, "block_k": 32}
+
+
+def _example(name: str, dtype: str) -> tuple:
+    rng = np.random.default_rng(0)
+    if name == "flash":
+        arrays = tuple(normal(rng, (1, 2, 128, 64), jnp.dtype(dtype)) for _ in range(3))
+        # (built here: a module-level KernelSpec would be collected by the plugin)
+        flash = dataclasses.replace(tpu_ops.TPU_FLASH_ATTENTION, reference=flash_reference, transforms=())
+        return flash, _FLASH_CONFIG, arrays, "tpu"
+    q = normal(rng, (1, 4, 64), jnp.dtype(dtype))
+    k, v = (normal(rng, (1, 256, 64), jnp.dtype(dtype)) for _ in range(2))
+    return gpu_decode.GPU_DECODE_MQA, _DECODE_CONFIG, (q, k, v), "interpret"
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("name", ["flash", "decode"])
+def test_attention_rounding_its_weights_passes_a_float32_softmax_reference(name, dtype):
+    spec, config, inputs, interpreter = _example(name, dtype)
+    if name == "decode":
+        config = {"batch": 1, "seq": 256, "kv_heads": 1, "heads": 4, "d": 64, "dtype": dtype, "lengths": "none",
+                  **config}
+    assert _dot_roundings(spec, config, inputs) == [(dtype,)]  # the kernel rounds p to the value dtype itself
+    got = run(spec, next(i for i in INTERPRETERS if i.name == interpreter), config, inputs)
+    truth = ground_truth(spec, config, inputs)
+    assert truth.dots is not None  # bf16 or f16 inputs and a dot: the matrix unit's rounding is measured
+    paths = ["out"]
+    judged = compare_outputs(paths, got, reference(spec, config, inputs), None, truth)
+    assert all(c.ok for c in judged), [c.describe() for c in judged]
+    without = compare_outputs(paths, got, reference(spec, config, inputs), None,
+                              dataclasses.replace(truth, dots=None))
+    assert not all(c.ok for c in without)  # the weights' rounding is what the rule allows
+
+
+def _dot_roundings(spec, config, inputs) -> list[tuple[str, ...]]:
+    with trace_context(spec.platforms):
+        return [call.dot_roundings for call in grid_mappings(spec.kernel, inputs, config)]
+
+
+def test_a_kernel_that_keeps_its_dot_operands_wide_gets_no_rounding_allowance():
+    rng = np.random.default_rng(0)
+    inputs = tuple(normal(rng, (precision.SEQ, precision.HEAD), jnp.bfloat16) for _ in range(3))
+    for spec in (precision.flash_forward_spec, precision.bf16_stats_spec):  # p @ v in float32
+        assert _dot_roundings(spec, {}, inputs) == [()]
+
+
+def test_the_dot_shadow_rounds_only_dot_operands_and_only_for_narrow_inputs():
+    def attend(q, k, v):
+        p = jax.nn.softmax(q.astype(jnp.float32) @ k.astype(jnp.float32).T, axis=-1)
+        return (p @ v.astype(jnp.float32)).astype(q.dtype)
+
+    rng = np.random.default_rng(1)
+    narrow = tuple(normal(rng, (8, 16), jnp.bfloat16) for _ in range(3))
+    truth = truth_of(attend, narrow)
+    rounded_p = jax.nn.softmax(np.asarray(narrow[0], np.float64) @ np.asarray(narrow[1], np.float64).T, axis=-1)
+    p16 = np.asarray(np.asarray(rounded_p).astype(jnp.bfloat16), np.float64)
+    np.testing.assert_allclose(truth.dots[0], p16 @ np.asarray(narrow[2], np.float64), rtol=1e-12)
+    assert not np.array_equal(truth.dots[0], truth.outputs[0])
+    wide = tuple(np.asarray(x, np.float32) for x in narrow)
+    assert truth_of(attend, wide).dots is None  # float32 inputs: nothing to round to
+    assert truth_of(lambda x: (x.astype(jnp.float32) * 2).astype(x.dtype), narrow[:1]).dots is None  # no dot
