@@ -24,8 +24,12 @@ from pallas_verify import precision
 from pallas_verify.precision import ERROR_RATIO, FLOOR_EPS, FLOOR_STEPS, NARROW_RATIO
 from pallas_verify.spec import Tolerance
 
-__all__ = ["ERROR_RATIO", "FALLBACK_EPS", "FLOOR_EPS", "FLOOR_STEPS", "NARROW_RATIO", "Comparison", "compare",
+__all__ = ["ERROR_RATIO", "FALLBACK_EPS", "FLOOR_EPS", "FLOOR_STEPS", "NARROW_RATIO", "SIGNIFICANT", "Comparison", "compare",
            "default_tolerance", "element_errors", "ulp_distance"]
+
+#: The headline's relative and ULP errors are over the elements at least this share of the
+#: output's largest |reference|: nearer zero, an output is dominated by cancellation.
+SIGNIFICANT = 2.0**-10
 
 #: Without a ground truth: |kernel - reference| <= FALLBACK_EPS * eps * sqrt(depth) *
 #: max |reference| (plus the dtype's default tolerance), depth from the reference's jaxpr.
@@ -114,7 +118,10 @@ class Comparison:
       problem: a structural mismatch (shape/dtype/structure), else None.
       max_abs, max_rel, max_ulp: largest errors against the working-precision reference
         over the elements where both sides are finite (NaN/inf mismatches are counted in
-        ``bad`` and ``nonfinite`` only).
+        ``bad`` and ``nonfinite`` only); for floats, the relative and ULP errors only over
+        the elements at least ``SIGNIFICANT`` of ``scale`` (the others are dominated by
+        cancellation, where a tiny absolute error is a huge relative one).
+      scale: the largest |reference| over the finite elements (floats; 0 otherwise).
       first_bad: index of the first bad element in row-major order, or None.
       nonfinite: one phrase per kind of NaN/inf disagreement, most frequent first, e.g.
         ``"1024 of 1024 elements NaN where float64 is finite"``.
@@ -144,6 +151,7 @@ class Comparison:
     max_abs: float = 0.0
     max_rel: float = 0.0
     max_ulp: int = 0
+    scale: float = 0.0
     first_bad: tuple[int, ...] | None = None
     nonfinite: tuple[str, ...] = ()
     finite: int = 0
@@ -176,8 +184,10 @@ class Comparison:
             parts.append("; ".join(self.nonfinite))
         if self.finite:
             over = f"over the {_elements(self.finite)} finite on both sides: " if self.nonfinite else ""
-            parts.append(f"{over}{self.judgement()}max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g}, "
-                         f"max ULP {self.max_ulp}")
+            scale = f" (scale {self.scale:.3g}: max |reference|)" if self.scale else ""
+            near = f" over the elements above 1/{1 / SIGNIFICANT:g} of the scale" if self.scale else ""
+            parts.append(f"{over}{self.judgement()}max abs {self.max_abs:.3g}{scale}, max rel {self.max_rel:.3g} "
+                         f"and max ULP {self.max_ulp}{near}")
         return ", ".join(parts) + f", first bad at {self.first_bad}"
 
     def judgement(self) -> str:
@@ -251,9 +261,11 @@ def compare(path: str, actual: np.ndarray, expected: np.ndarray, tolerance: Tole
         close = diff <= allowed
         extra = {"rule": "tolerance", "worst": _worst(diff, a, e, None), "margin": _margin(diff, allowed, special)}
     bad = np.where(special, ~same_special, ~close)
-    ulp = np.where(special, 0, ulp_distance(actual, expected))
+    scale = float(np.abs(np.where(special, 0.0, e)).max(initial=0.0))
+    significant = ~special & (np.abs(e) >= SIGNIFICANT * scale)  # not dominated by cancellation
+    ulp = np.where(significant, ulp_distance(actual, expected), 0)
     mismatched = special & ~same_special
-    return _summarise(base, bad, diff, np.where(special, 0, rel), ulp, finite=int((~special).sum()),
+    return _summarise(base, bad, diff, np.where(significant, rel, 0), ulp, finite=int((~special).sum()), scale=scale,
                       nonfinite=_nonfinite(a[mismatched], e[mismatched], None if t is None else t[mismatched],
                                            bad.size), **extra)
 

@@ -96,3 +96,15 @@ def test_element_errors_treat_nan_and_inf_like_values():
     actual = np.array([1.0, np.nan, np.inf, np.nan, 2.0], np.float32)
     expected = np.array([1.0, np.nan, np.inf, 1.0, 2.5], np.float32)
     assert element_errors(actual, expected).tolist() == [0.0, 0.0, 0.0, float("inf"), 0.5]
+
+
+def test_the_headline_measures_relative_and_ulp_errors_away_from_cancellation():
+    rng = np.random.default_rng(0)
+    expected = rng.uniform(0.5, 2.0, 1000).astype(np.float32)
+    expected[:10] = np.float32(1e-9)  # outputs that cancel to near zero
+    actual = expected + np.float32(1e-6)  # the same absolute error everywhere
+    c = compare("out", actual, expected, pv.Tolerance(rtol=0.0, atol=1e-3))
+    assert c.max_abs == pytest.approx(1e-6, rel=0.2) and c.scale == pytest.approx(2.0, rel=1e-2)  # float32 rounding
+    assert c.max_rel < 3e-6 and c.max_ulp <= 20  # not 1000 and ~1e7 ULP from the near-zero elements
+    assert "(scale 2: max |reference|)" in c.describe() and "above 1/1024 of the scale" in c.describe()
+
