@@ -39,6 +39,7 @@ from hypothesis import strategies as st
 from pallas_verify import _jax_compat
 from pallas_verify.backends import registry
 from pallas_verify.backends.base import Backend
+from pallas_verify.causes import knobs_needed
 from pallas_verify.errors import InvalidSpec, brief, check_positive_int
 from pallas_verify.findings import Finding, one_per_reference_failure, row_of
 from pallas_verify.interrupts import Interrupted, not_started, signal_name, unfinished
@@ -141,7 +142,8 @@ def verify(
                         search.done = (cap is None or bool(search.found) or search.unsupported is not None
                                        or search.internal is not None)
                 for search in searches:
-                    found = _unexplained(search, runner.upstream.get(backend.name))
+                    found = [(_with_knobs(spec, f, ex, runner, backend, shrink_budget_s), ex)
+                             for f, ex in _unexplained(search, runner.upstream.get(backend.name))]
                     findings = _finish([(f, ex, *search.first_seen.get(f.kind, (0.0, 0))) for f, ex in found],
                                        search.shrink.stopped, runner, Path(out_dir))
                     report.findings.extend(findings)
@@ -225,6 +227,22 @@ def _no_pallas_note(tracer: Any) -> list[str]:
         return []
     return [f"{len(configs)} of {len(tracer.checked)} configs traced ran no Pallas kernel (e.g. {configs[0]}): "
             "their examples tested the function's non-Pallas path only"]
+
+
+def _with_knobs(spec: KernelSpec, finding: Finding, example: dict[str, Any], runner: Runner, backend: Backend,
+                budget_s: float) -> Finding:
+    """``finding`` saying which knobs of its minimal config it needs (``causes``): each
+    tried at its simplest value on the finding's backend and mode (bare kernels only)."""
+    if finding.transform is not None or finding.backend != backend.name or not example.get("config"):
+        return finding
+    knobs = knobs_needed(spec, finding, example["config"], example["inputs"],
+                         lambda c, i: runner.judge(c, i, backend, example["mode"]).findings, budget_s)
+    line = knobs.line()
+    if not line:
+        return finding
+    evidence = {"needed": list(knobs.needed), "not_needed": dict(knobs.not_needed), "untried": dict(knobs.untried)}
+    return dataclasses.replace(finding, message=f"{finding.message}\n{line}",
+                               evidence={**finding.evidence, "knobs": evidence})
 
 
 def _unexplained(search: Search, limitation: Any) -> list[tuple[Finding, dict[str, Any]]]:

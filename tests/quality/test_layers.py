@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("leaving the process", ("execution",)),
     ("one example", ("tracer", "reruns", "runner")),
     ("reports", ("reports",)),
-    ("one spec", ("search", "rounds", "engine")),
+    ("one spec", ("search", "rounds", "causes", "engine")),
     ("campaigns", ("campaigns",)),
     ("front ends", ("testing", "plugin", "cli", "cli_args", "_worker", "")),  # "": the package's __init__ (the public API)
 ]
