@@ -5,9 +5,9 @@ search that stops early (every example failed the same way) or runs out of shrin
 reports knobs the failure may not depend on. After shrinking, each knob of the failing
 config that is not at its simplest value (the config strategy's minimal example) is tried
 there alone, on the same inputs, backend and mode: a knob without which the finding's kind
-is gone is *needed*; one with which it stays is *not needed*. A knob whose simplest value
-changes the inputs' shapes or dtypes, or whose trial cannot run (it raised, or the budget
-ran out), is *untried*, and says why.
+is gone is *needed*; one with which it stays is *not needed*. A knob that shapes the inputs
+(its simplest value changes their shapes, dtypes or the values the inputs strategy draws),
+or whose trial cannot run (it raised, or the budget ran out), is *untried*, and says why.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def knobs_needed(spec: KernelSpec, finding: Finding, config: Mapping[str, Any], 
             untried[key] = "the shrink budget ran out"
             continue
         trial = {**config, key: base[key]}
-        why = _inputs_fit(spec, trial, inputs)
+        why = _inputs_fit(spec, config, trial, inputs)
         if why is not None:
             untried[key] = why
             continue
@@ -98,14 +98,20 @@ def knobs_needed(spec: KernelSpec, finding: Finding, config: Mapping[str, Any], 
     return Knobs(needed=tuple(needed), not_needed=not_needed, untried=untried)
 
 
-def _inputs_fit(spec: KernelSpec, trial: Mapping[str, Any], inputs: Sequence[np.ndarray]) -> str | None:
-    """Why the failing inputs do not fit ``trial`` (its inputs differ in shape or dtype), else None."""
+def _inputs_fit(spec: KernelSpec, config: Mapping[str, Any], trial: Mapping[str, Any],
+                inputs: Sequence[np.ndarray]) -> str | None:
+    """Why the failing inputs cannot stand for ``trial``'s (its inputs differ in shape or
+    dtype, or the knob changes what the inputs strategy draws), else None."""
     try:
         drawn = tuple(np.asarray(x) for x in simplest(spec.inputs(dict(trial))))
+        before = tuple(np.asarray(x) for x in simplest(spec.inputs(dict(config))))
     except Exception as exc:
         return f"its inputs could not be drawn: {type(exc).__name__}"
     if [(x.shape, x.dtype) for x in drawn] != [(np.shape(x), np.asarray(x).dtype) for x in inputs]:
         return "its simplest value changes the inputs' shapes or dtypes"
+    if len(drawn) != len(before) or not all(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+                                            for a, b in zip(drawn, before, strict=True)):
+        return "it changes the values the inputs are drawn with"
     return None
 
 

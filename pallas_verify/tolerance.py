@@ -141,6 +141,8 @@ class Comparison:
       worst: index of the element with the largest margin, with (kernel, reference, float64
         or None) values there; None when nothing differs.
       note: why there is no ground truth ("depth" only).
+      floor_eps: "ground truth": the floor in epsilons of max |float64| (FLOOR_EPS, or
+        sqrt of the reference's depth: ``precision.floor_eps``).
     """
 
     path: str
@@ -163,6 +165,7 @@ class Comparison:
     margin: float = 0.0
     worst: tuple[tuple[int, ...], tuple[float, float, float | None]] | None = None
     note: str | None = None
+    floor_eps: float = FLOOR_EPS
 
     @property
     def n_bad(self) -> int:
@@ -190,6 +193,9 @@ class Comparison:
                          f"and max ULP {self.max_ulp}{near}")
         return ", ".join(parts) + f", first bad at {self.first_bad}"
 
+    def _depth_text(self) -> str:
+        return f" (sqrt of its depth {round(self.floor_eps ** 2)})" if self.floor_eps > FLOOR_EPS else ""
+
     def judgement(self) -> str:
         """The oracle's reasoning: errors, ratio, bound and worst element (empty when exact)."""
         where = ""
@@ -202,7 +208,7 @@ class Comparison:
             ratio_text = f"{ratio:.3g}x" if self.kernel_error else "0x"
             return (f"kernel error {self.kernel_error:.3g} vs float64, reference error {self.reference_error:.3g} "
                     f"(ratio {ratio_text}), bound {self.bound:.3g} = {ERROR_RATIO:g} x reference error + "
-                    f"{FLOOR_EPS:g} eps x max|float64|{where}; ")
+                    f"{self.floor_eps:.3g} eps x max|float64|{self._depth_text()}{where}; ")
         if self.rule == "ground truth in steps":
             a, b = self.noise or (0.0, 0.0)
             return (f"kernel error {self.kernel_error:.3g} steps of {self.dtype} vs float64 (per element; a step: the "
@@ -253,7 +259,7 @@ def compare(path: str, actual: np.ndarray, expected: np.ndarray, tolerance: Tole
     if tolerance is None and t is not None:
         w = None if shadow is None or np.shape(shadow) != actual.shape else np.asarray(shadow, np.float64)
         d = None if dots is None or np.shape(dots) != actual.shape else np.asarray(dots, np.float64)
-        close, extra = _against_truth(a, e, t, w, d, special, actual.dtype)
+        close, extra = _against_truth(a, e, t, w, d, special, actual.dtype, depth)
     elif tolerance is None:
         close, extra = _by_depth(a, e, diff, special, actual.dtype, depth, note)
     else:
@@ -271,13 +277,14 @@ def compare(path: str, actual: np.ndarray, expected: np.ndarray, tolerance: Tole
 
 
 def _against_truth(a: np.ndarray, e: np.ndarray, t: np.ndarray, w: np.ndarray | None, d: np.ndarray | None,
-                   special: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, dict]:
+                   special: np.ndarray, dtype: np.dtype, depth: int = 1) -> tuple[np.ndarray, dict]:
     """The precision oracle (``precision.py``): per element for narrow floats, else max norms."""
     usable = ~special & np.isfinite(t)
     if precision.is_narrow(dtype):
         close, extra = precision.by_element(a, e, t, w, usable, dtype, d)
     else:
-        close, extra = precision.by_norm(a, e, t, usable, dtype, d)
+        close, extra = precision.by_norm(a, e, t, usable, dtype, d, depth)
+        extra["floor_eps"] = precision.floor_eps(depth)
     at = extra.pop("at")
     extra["worst"] = None if at is None else (at, (float(a[at]), float(e[at]), float(t[at])))
     # Where the float64 truth itself is not finite (while both outputs are), it cannot judge

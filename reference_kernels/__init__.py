@@ -21,6 +21,7 @@ MODULES: tuple[str, ...] = (
     "norms",
     "attention",
     "scan",
+    "recurrence",
     "transpose",
     "gather",
     "control",

@@ -18,7 +18,7 @@ __all__ = ["COMPILE_MODULES", "GPU_MODULES", "MODULES", "Mutant", "compile_mutan
 #: The modules of this package that define ``MUTANTS``, in catalog order: TPU-style
 #: kernels (pallas_call), found on the interpreters and TPU interpret mode.
 MODULES: tuple[str, ...] = ("grid", "accumulate", "memory", "dma", "backward", "tiles", "hazards", "precision", "masks",
-                            "shapes")
+                            "shapes", "recurrence")
 #: Mosaic GPU kernels (plgpu.kernel), found on gpu_interpret.
 GPU_MODULES: tuple[str, ...] = ("mosaic_gpu",)
 #: Mosaic TPU kernels whose bug only a compile shows, found on the mosaic_tpu backends.

@@ -58,3 +58,12 @@ def test_knobs_at_their_simplest_values_or_with_no_budget_are_not_tried():
     never = lambda *_: (_ for _ in ()).throw(AssertionError("tried"))  # noqa: E731
     assert knobs_needed(spec, MISMATCH, {"window": 0}, (), never, budget_s=60).line() == ""
     assert knobs_needed(spec, MISMATCH, {"window": 9}, (), never, budget_s=0).line() == ""
+
+
+def test_a_knob_that_shapes_the_inputs_values_is_not_tried_on_the_old_inputs():
+    spec = pv.KernelSpec(name="k", kernel=lambda x, **_: x, reference=lambda x, **_: x,
+                         configs=st.fixed_dictionaries({"decay": st.sampled_from([0.0, 0.3])}),
+                         inputs=lambda c: st.just((np.full(4, -c["decay"], np.float32),)))
+    never = lambda *_: (_ for _ in ()).throw(AssertionError("tried"))  # noqa: E731
+    knobs = knobs_needed(spec, MISMATCH, {"decay": 0.3}, (np.full(4, -0.3, np.float32),), never, budget_s=60)
+    assert dict(knobs.untried) == {"decay": "it changes the values the inputs are drawn with"}
