@@ -406,3 +406,20 @@ def test_a_kernel_that_returns_nan_is_reported_by_its_nan_count_not_an_error_of_
     assert finding.kind == "mismatch"
     assert "128/128 bad (100%), 128 of 128 elements NaN where float64 is finite" in finding.message
     assert "kernel error" not in finding.message and "max abs" not in finding.message
+
+
+def test_the_float32_floor_grows_with_the_depth_of_the_computation():
+    # A chunked algorithm 9 epsilons of the scale from float64, judged against an unusually
+    # exact reference (half an epsilon): too far for a shallow computation, within what a
+    # float32 algorithm rounding 1024 terms into each output can make.
+    rng = np.random.default_rng(0)
+    truth = rng.uniform(-1.0, 1.0, 256)
+    eps = float(np.finfo(np.float32).eps)
+    expected = (truth + 0.5 * eps * rng.choice([-1.0, 1.0], 256)).astype(np.float32)
+    kernel = (truth + 9 * eps * rng.choice([-1.0, 1.0], 256)).astype(np.float32)
+    shallow = compare("state", kernel, expected, None, truth, depth=16)
+    assert not shallow.ok and shallow.floor_eps == tolerance.FLOOR_EPS * 2  # sqrt(16) = 4 epsilons
+    deep = compare("state", kernel, expected, None, truth, depth=1024)
+    assert deep.ok and deep.floor_eps == 32 and "32 eps x max|float64| (sqrt of its depth 1024)" in deep.describe()
+    bf16_rounded = truth.astype(ml_dtypes.bfloat16).astype(np.float32)  # a bf16 intermediate: still found
+    assert compare("state", bf16_rounded, expected, None, truth, depth=16384).margin > 2
