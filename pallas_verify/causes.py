@@ -36,11 +36,15 @@ class Knobs:
       needed: knobs without which the failure is gone.
       not_needed: knobs whose simplest value fails the same way (name -> that value).
       untried: knobs not tried (name -> why).
+      simpler: the finding again on the config with every knob it does not need at its
+        simplest value at once, and that config; None when it does not fail the same way
+        there (or every knob it does not need is one already there).
     """
 
     needed: tuple[str, ...] = ()
     not_needed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     untried: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    simpler: tuple[Finding, dict[str, Any]] | None = None
 
     def line(self) -> str:
         """One line for the finding's message ("" when no knob was tried)."""
@@ -49,7 +53,8 @@ class Knobs:
             parts.append(f"needs {', '.join(self.needed)} (at their simplest values it passes)")
         if self.not_needed:
             values = ", ".join(f"{k}={v!r}" for k, v in self.not_needed.items())
-            parts.append(f"does not need the rest: it fails the same way at {values}")
+            together = " (all at once too: the config above)" if self.simpler is not None else ""
+            parts.append(f"does not need the rest: it fails the same way at {values}{together}")
         if self.untried:
             parts.append("not tried: " + "; ".join(f"{k} ({why})" for k, why in self.untried.items()))
         return "minimal config, knob by knob: " + "; ".join(parts) if parts else ""
@@ -95,7 +100,22 @@ def knobs_needed(spec: KernelSpec, finding: Finding, config: Mapping[str, Any], 
             not_needed[key] = base[key]
         else:
             needed.append(key)
-    return Knobs(needed=tuple(needed), not_needed=not_needed, untried=untried)
+    return Knobs(needed=tuple(needed), not_needed=not_needed, untried=untried,
+                 simpler=_together(finding, config, not_needed, inputs, check))
+
+
+def _together(finding: Finding, config: Mapping[str, Any], not_needed: Mapping[str, Any],
+              inputs: Sequence[np.ndarray], check: Callable[..., list[Finding]]) -> tuple[Finding, dict] | None:
+    """The finding on ``config`` with every knob in ``not_needed`` at its simplest value at
+    once, and that config, when it fails the same way there; else None."""
+    if not not_needed:
+        return None
+    simpler = {**config, **not_needed}
+    try:
+        again = [f for f in check(simpler, inputs) if f.kind == finding.kind]
+    except Exception:  # each alone failed the same way; together they may not run
+        return None
+    return (again[0], simpler) if again else None
 
 
 def _inputs_fit(spec: KernelSpec, config: Mapping[str, Any], trial: Mapping[str, Any],

@@ -142,7 +142,7 @@ def verify(
                         search.done = (cap is None or bool(search.found) or search.unsupported is not None
                                        or search.internal is not None)
                 for search in searches:
-                    found = [(_with_knobs(spec, f, ex, runner, backend, shrink_budget_s), ex)
+                    found = [_with_knobs(spec, f, ex, runner, backend, shrink_budget_s)
                              for f, ex in _unexplained(search, runner.upstream.get(backend.name))]
                     findings = _finish([(f, ex, *search.first_seen.get(f.kind, (0.0, 0))) for f, ex in found],
                                        search.shrink.stopped, runner, Path(out_dir))
@@ -230,19 +230,24 @@ def _no_pallas_note(tracer: Any) -> list[str]:
 
 
 def _with_knobs(spec: KernelSpec, finding: Finding, example: dict[str, Any], runner: Runner, backend: Backend,
-                budget_s: float) -> Finding:
+                budget_s: float) -> tuple[Finding, dict[str, Any]]:
     """``finding`` saying which knobs of its minimal config it needs (``causes``): each
-    tried at its simplest value on the finding's backend and mode (bare kernels only)."""
+    tried at its simplest value on the finding's backend and mode (bare kernels only);
+    where every knob it does not need, at its simplest at once, fails the same way, the
+    finding and its example on that simpler config."""
     if finding.transform is not None or finding.backend != backend.name or not example.get("config"):
-        return finding
+        return finding, example
     knobs = knobs_needed(spec, finding, example["config"], example["inputs"],
                          lambda c, i: runner.judge(c, i, backend, example["mode"]).findings, budget_s)
     line = knobs.line()
     if not line:
-        return finding
+        return finding, example
+    if knobs.simpler is not None:
+        again, config = knobs.simpler  # the finding as that config shows it (blamed on its own run, not this one)
+        finding, example = dataclasses.replace(again, config=config), {**example, "config": config, "blame": {}}
     evidence = {"needed": list(knobs.needed), "not_needed": dict(knobs.not_needed), "untried": dict(knobs.untried)}
-    return dataclasses.replace(finding, message=f"{finding.message}\n{line}",
-                               evidence={**finding.evidence, "knobs": evidence})
+    return (dataclasses.replace(finding, message=f"{finding.message}\n{line}",
+                                evidence={**finding.evidence, "knobs": evidence}), example)
 
 
 def _unexplained(search: Search, limitation: Any) -> list[tuple[Finding, dict[str, Any]]]:

@@ -26,10 +26,13 @@ def test_a_knob_the_failure_does_not_need_is_named_with_the_value_that_still_fai
         assert runner.judge(config, inputs, registry.get("interpret"), {}).findings  # it fails there
         found = _with_knobs(_specs.off_by_one, finding, {"config": config, "inputs": inputs, "mode": {}}, runner,
                             registry.get("interpret"), budget_s=60)
+    found, example = found
+    assert found.config == example["config"] == {"block": 128, "n": 300}  # every knob it does not need, simplest
     assert found.evidence["knobs"] == {"needed": [], "not_needed": {"block": 128},
                                        "untried": {"n": "its simplest value changes the inputs' shapes or dtypes"}}
     assert found.message.splitlines()[-1] == (
-        "minimal config, knob by knob: does not need the rest: it fails the same way at block=128; "
+        "minimal config, knob by knob: does not need the rest: it fails the same way at block=128 (all at once too: "
+        "the config above); "
         "not tried: n (its simplest value changes the inputs' shapes or dtypes)")
 
 
@@ -49,7 +52,9 @@ def test_a_knob_without_which_the_failure_is_gone_is_needed():
 
     knobs = knobs_needed(spec, MISMATCH, config, (np.zeros(4, np.float32),), check, budget_s=60)
     assert (knobs.needed, dict(knobs.not_needed), dict(knobs.untried)) == (("window",), {"softcap": 0.0}, {})
-    assert tried == [{"softcap": 0.0, "window": 40}, {"softcap": 30.0, "window": 0}]  # one knob at a time
+    assert tried == [{"softcap": 0.0, "window": 40}, {"softcap": 30.0, "window": 0},  # one knob at a time,
+                     {"softcap": 0.0, "window": 40}]  # then those it does not need at once
+    assert knobs.simpler is not None and knobs.simpler[1] == {"softcap": 0.0, "window": 40}
     assert "needs window (at their simplest values it passes)" in knobs.line()
 
 
