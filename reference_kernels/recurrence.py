@@ -18,6 +18,7 @@ chunk would need a mask the kernel does not have), key sizes 8 to 64 and value s
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -30,10 +31,10 @@ from jax.experimental.pallas import tpu as pltpu
 import pallas_verify as pv
 from reference_kernels._draw import seeded, without
 
-__all__ = ["CHUNKED_GLA", "chunked_gla", "serial_gla"]
+__all__ = ["CHUNKED_GLA", "CHUNKED_GLA_EXCLUSIVE", "chunked_gla", "serial_gla"]
 
 
-def _chunk_body(q_ref, k_ref, v_ref, g_ref, o_ref, s_out_ref, s_ref, *, carry_decay: bool, shift: int):
+def _chunk_body(q_ref, k_ref, v_ref, g_ref, o_ref, s_out_ref, s_ref, *, carry_decay: bool, to_end: str):
     @pl.when(pl.program_id(0) == 0)
     def _init():
         s_ref[...] = jnp.zeros_like(s_ref)
@@ -51,17 +52,24 @@ def _chunk_body(q_ref, k_ref, v_ref, g_ref, o_ref, s_out_ref, s_ref, *, carry_de
     state = s_ref[...]
     carried = jnp.dot(q * jnp.exp(cum), state, precision=jax.lax.Precision.HIGHEST)
     o_ref[...] = inner + carried
-    to_end = jnp.exp(last - jnp.roll(cum, shift, axis=0)) if shift else jnp.exp(last - cum)  # each key to the end
-    update = jnp.dot((k * to_end).T, v, precision=jax.lax.Precision.HIGHEST)
+    if to_end == "inclusive":  # each key decayed to the chunk's end: exp(G_last - G_s)
+        decayed = k * jnp.exp(last - cum)
+    else:  # from the exclusive cumulative sum: exp(G_last - (G_s - g_s) - g_s), the last step once
+        before = cum - g
+        decayed = k * jnp.exp(last - before - (g if to_end == "exclusive" else 0.0))
+    update = jnp.dot(decayed.T, v, precision=jax.lax.Precision.HIGHEST)
     s_ref[...] = (jnp.exp(last) * state if carry_decay else state) + update
     s_out_ref[...] = s_ref[...]
 
 
-def chunked_gla(q, k, v, g, *, chunk, carry_decay=True, shift=0):
-    """Outputs ``(seq, dv)`` and final state ``(dk, dv)``, a chunk of tokens per grid step."""
+def chunked_gla(q, k, v, g, *, chunk, carry_decay=True, to_end="inclusive"):
+    """Outputs ``(seq, dv)`` and final state ``(dk, dv)``, a chunk of tokens per grid step;
+    ``to_end`` says how each key's decay to the chunk's end is written (``"inclusive"``:
+    from the inclusive cumulative log-decay; ``"exclusive"``: from the exclusive one, the
+    key's own step subtracted; ``"exclusive_off_by_one"``: that step forgotten, a bug)."""
     seq, dk = q.shape
     dv = v.shape[1]
-    body = functools.partial(_chunk_body, carry_decay=carry_decay, shift=shift)
+    body = functools.partial(_chunk_body, carry_decay=carry_decay, to_end=to_end)
     rows = lambda d: pl.BlockSpec((chunk, d), lambda c: (c, 0))  # noqa: E731
     return pl.pallas_call(
         body,
@@ -97,7 +105,7 @@ def _inputs(config):
     seq, dk, dv = config["seq"], config["dk"], config["dv"]
 
     def make(rng: np.random.Generator):
-        q, k = (rng.standard_normal((seq, dk), np.float32) / np.sqrt(dk) for _ in range(2))
+        q, k = ((rng.standard_normal((seq, dk)) / np.sqrt(dk)).astype(np.float32) for _ in range(2))
         v = rng.standard_normal((seq, dv), np.float32)
         g = (-config["decay"] * rng.uniform(0.0, 2.0, seq)).astype(np.float32)
         return q, k, v, g
@@ -115,3 +123,8 @@ CHUNKED_GLA = pv.KernelSpec(
     features=("recurrence", "chunked", "accumulator", "matmul"),
     bitwise_stable=False,
 )
+#: The same kernel with each key's decay to the chunk's end written from the exclusive
+#: cumulative log-decay, as chunked kernels that keep the state before each token do.
+CHUNKED_GLA_EXCLUSIVE = dataclasses.replace(
+    CHUNKED_GLA, name="chunked_gla_exclusive", kernel=without(functools.partial(chunked_gla, to_end="exclusive"),
+                                                              *_SIZES))
