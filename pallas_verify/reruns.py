@@ -109,7 +109,7 @@ class Reruns:
         worker of its own when a core is spare for it (``static_tracer_slot``) and the
         kernel's last example needed one: it then runs beside the base run."""
         variants = backend.variants(case.mode)
-        grown = self.shapes.due(case) if getattr(backend, "reruns_shapes", False) else None
+        grown = self.shapes.due(case) if backend.reruns_shapes else None
         if not variants and grown is None:
             return None
         knobs = [(kind, mode) for kind, mode in variants if kind != RACE]
@@ -142,8 +142,7 @@ class Reruns:
         kinds = [kind for kind, _ in rerun.variants] + [RACE] * rerun.races  # every rerun the backend has for it
         self.tally.count(backend.name, kinds, [kind for kind, _ in wanted] + [RACE] * races, base.skipped, base.settled)
         grown = rerun.grown if rerun.grown is not None and self.shapes.applies(case, rerun.grown, expected) else None
-        recompiles = getattr(backend, "recompiles", lambda mode, variant: True)
-        quick = not races and not any(recompiles(case.mode, mode) for _, mode in wanted)
+        quick = not races and not any(backend.recompiles(case.mode, mode) for _, mode in wanted)
         self.tally.compiled_last[backend.name] = races or grown is not None or (bool(wanted) and not quick)
         if not wanted and not races and grown is None:
             return [], {}

@@ -22,12 +22,16 @@ class Backend(Protocol):
       executes: True when ``run`` produces outputs (interpreters, real chips); False
         for compile-only backends on this machine.
       isolate: True when cases must run in a worker process (compilers that may abort).
+      reruns_shapes: True when the shape-invariance rerun applies to its runs
+        (``oracles/shape_invariance.py``): a correct kernel's rows come out bitwise the
+        same inside a longer array.
     """
 
     name: str
     platforms: frozenset[str]
     executes: bool
     isolate: bool
+    reruns_shapes: bool
 
     def available(self) -> str | None:
         """None when usable here, else the reason (printed as the skip reason)."""
@@ -51,4 +55,14 @@ class Backend(Protocol):
     def witness_mode(self) -> dict[str, Any]:
         """The mode it runs an example in to witness another backend's upstream limitation
         (``attribution``); ``{}``: its defaults."""
+        ...
+
+    def recompiles(self, mode: Mapping[str, Any], variant: Mapping[str, Any]) -> bool:
+        """Whether a run in ``variant`` compiles anew after one in ``mode`` (False only
+        where the two differ in knobs the backend applies at run time)."""
+        ...
+
+    def interpret_source(self, mode: Mapping[str, Any]) -> str | None:
+        """The ``interpret=`` value a run in ``mode`` uses, as plain-jax source (for
+        reproducers); None for a backend that does not interpret (a compiler)."""
         ...

@@ -47,6 +47,7 @@ class CompiledBackend:
     family: str
     target: str
     isolate: bool = True
+    reruns_shapes: bool = False  # it compiles; nothing to compare
 
     @property
     def name(self) -> str:
@@ -82,6 +83,12 @@ class CompiledBackend:
 
     def witness_mode(self) -> dict[str, Any]:
         return {}
+
+    def recompiles(self, mode: Mapping[str, Any], variant: Mapping[str, Any]) -> bool:
+        return True
+
+    def interpret_source(self, mode: Mapping[str, Any]) -> str | None:
+        return None  # a compiler: it interprets nothing
 
     def run(self, case: Case) -> Outcome:
         if self.executes:

@@ -57,6 +57,9 @@ class HloInterpret:
         """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers)."""
         return "True"
 
+    def recompiles(self, mode: Mapping[str, Any], variant: Mapping[str, Any]) -> bool:
+        return True  # no knobs
+
     def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         return []
 
@@ -301,6 +304,7 @@ class GpuInterpret:
     platforms: frozenset[str] = frozenset({"gpu"})
     executes: bool = True
     isolate: bool = False
+    reruns_shapes: bool = False
 
     def available(self) -> str | None:
         gap = _jax_compat.gpu_interpret_gap()
@@ -324,6 +328,9 @@ class GpuInterpret:
         """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers; the
         simulated GPU's SM count, ``sm_count``, is not an interpret param)."""
         return _jax_compat.interpret_params_source("gpu", {k: v for k, v in mode.items() if k != "sm_count"})
+
+    def recompiles(self, mode: Mapping[str, Any], variant: Mapping[str, Any]) -> bool:
+        return True  # no knob of its is applied to a run compiled for another mode
 
     def witness_mode(self) -> dict[str, Any]:
         """The mode it witnesses another backend's upstream limitation in: races detected."""

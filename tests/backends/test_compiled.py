@@ -423,3 +423,16 @@ def test_transformed_case_compiles_for_v5e(transform, inputs):
 
     assert [leaf.shape for leaf in jax.tree.leaves(compiled.out_info)] == [inputs[0].shape]
     assert CompiledBackend(family="mosaic_tpu", target="v5e").run(case).ok
+
+
+def test_every_backend_has_every_member_of_the_protocol():
+    from pallas_verify.backends import registry
+
+    members = [m for m in dir(Backend) if not m.startswith("_")] + list(Backend.__annotations__)
+    for backend in registry.resolve(None):
+        assert isinstance(backend, Backend), backend.name
+        missing = [m for m in members if not hasattr(backend, m)]
+        assert missing == [], (backend.name, missing)
+        assert isinstance(backend.reruns_shapes, bool)
+        source = backend.interpret_source({})
+        assert source is None if not backend.executes and ":" in backend.name else isinstance(source, str)
