@@ -31,7 +31,7 @@ from pallas_verify.oracles.base import bitwise_differences, bitwise_equal, case_
 if TYPE_CHECKING:
     from pallas_verify.reference import Truth
 
-__all__ = ["DECISIVE", "Divergences", "Tie", "blamed_backends", "divergence_findings"]
+__all__ = ["DECISIVE", "DivergenceEvidence", "Divergences", "Tie", "blamed_backends", "divergence_findings"]
 
 # How much farther from the reference one backend must be, on the elements where the two
 # differ, to be the one that disagrees with it.
@@ -52,6 +52,50 @@ class Tie:
     backends: tuple[str, str]
     differing: int
     error: float
+
+
+@dataclasses.dataclass(frozen=True)
+class DivergenceEvidence:
+    """What a ``backend_divergence`` finding's evidence says, typed (it travels as its
+    ``Finding.evidence`` dict: ``to_dict`` writes it, ``of`` reads it back).
+
+    Attributes:
+      backends: the two backends, in the order they ran the example.
+      blamed: the one the reference blames, or both without reference outputs to decide.
+      errors: each backend's largest error against the reference where they differ
+        (empty without reference outputs).
+      modes: each backend's mode for the example.
+      found_on: the backend whose search drew the example.
+      other_backend: the backend the finding is not reported on.
+    """
+
+    backends: tuple[str, str]
+    blamed: tuple[str, ...]
+    errors: Mapping[str, float]
+    modes: Mapping[str, Mapping[str, Any]]
+    found_on: str
+    other_backend: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"backends": list(self.backends), "blamed": list(self.blamed), "errors": dict(self.errors),
+                "modes": {b: dict(m) for b, m in self.modes.items()}, "found_on": self.found_on,
+                "other_backend": self.other_backend}
+
+    @classmethod
+    def of(cls, finding: Finding) -> DivergenceEvidence | None:
+        """The evidence of a divergence finding (None for any other finding)."""
+        ev = finding.evidence
+        if finding.kind != "backend_divergence" or "backends" not in ev:
+            return None
+        a, b = ev["backends"]
+        return cls(backends=(str(a), str(b)), blamed=tuple(ev.get("blamed", ())), errors=dict(ev.get("errors", {})),
+                   modes={k: dict(v) for k, v in ev.get("modes", {}).items()},
+                   found_on=str(ev.get("found_on", finding.backend)),
+                   other_backend=str(ev.get("other_backend", b if finding.backend == a else a)))
+
+    def others(self, backend: str) -> dict[str, dict[str, Any]]:
+        """The backends other than ``backend``, each with its mode, in the order they ran."""
+        return {b: dict(self.modes[b]) for b in self.backends if b != backend and b in self.modes}
 
 
 def divergence_findings(cases: Sequence[Case], outcomes: Sequence[Outcome], paths: Sequence[str],
@@ -178,6 +222,7 @@ def _finding(first: tuple[Case, Outcome], later: tuple[Case, Outcome], lines: li
                + (f"; where they differ, the reference is missed by {against}" if errors else "")
                + f": {verdict}.\n" + "\n".join(lines))
     on = case_a if blamed == [a] else case_b
-    return case_finding(on, "backend_divergence", message, backends=[a, b], blamed=blamed, errors=errors,
-                        modes={a: dict(case_a.mode), b: dict(case_b.mode)}, found_on=b,
-                        other_backend=b if on is case_a else a)
+    evidence = DivergenceEvidence(backends=(a, b), blamed=tuple(blamed), errors=errors,
+                                  modes={a: dict(case_a.mode), b: dict(case_b.mode)}, found_on=b,
+                                  other_backend=b if on is case_a else a)
+    return case_finding(on, "backend_divergence", message, **evidence.to_dict())

@@ -20,6 +20,7 @@ import numpy as np
 
 from pallas_verify.exits import EXIT_CANNOT_RUN, EXIT_FIXED, EXIT_REPRODUCES
 from pallas_verify.findings import Finding
+from pallas_verify.oracles.divergence import DivergenceEvidence
 from pallas_verify.reports.casefile import save_case
 
 __all__ = ["EXIT_CANNOT_RUN", "EXIT_FIXED", "EXIT_REPRODUCES", "file_stem", "reproducer_source", "write_reproducer"]
@@ -112,8 +113,8 @@ def _write_one(finding: Finding, example: Mapping[str, Any], spec_ref: str | Non
 
 def _others(finding: Finding) -> dict[str, dict[str, Any]]:
     """The other backends of a divergence, each with its mode, in the order they ran."""
-    modes = finding.evidence.get("modes", {}) if finding.kind == "backend_divergence" else {}
-    return {b: dict(modes[b]) for b in finding.evidence.get("backends", []) if b != finding.backend and b in modes}
+    evidence = DivergenceEvidence.of(finding)
+    return {} if evidence is None else evidence.others(finding.backend)
 
 
 def write_reproducer(finding: Finding, example: Mapping[str, Any], spec_ref: str | None, out_dir: Path) -> Finding:

@@ -10,7 +10,12 @@ import numpy as np
 import pallas_verify as pv
 from pallas_verify.case import Case, ErrorInfo, Outcome
 from pallas_verify.findings import Finding, row_of
-from pallas_verify.oracles.divergence import Divergences, Tie, divergence_findings
+from pallas_verify.oracles.divergence import (
+    DivergenceEvidence,
+    Divergences,
+    Tie,
+    divergence_findings,
+)
 from pallas_verify.reference import Truth
 from pallas_verify.reports.report import kernel_rows
 from tests.oracles._crafted import CASE, PATHS, X, copy_spec
@@ -108,3 +113,17 @@ def test_a_divergence_fails_its_own_row_not_the_backends_cells():
     assert kernel_rows("other", [found, race]) == []
     mismatch = Finding(kind="mismatch", kernel="k", backend="interpret", message="m")
     assert [row_of(f) for f in (found, race, mismatch)] == ["divergence", "static", "interpret"]
+
+
+def test_divergence_evidence_is_typed_and_reads_back_from_the_finding():
+    runs = [_on("interpret"), _on("tpu_interpret", mode={"detect_races": True})]
+    other = X.copy()
+    other.flat[0] = np.nextafter(other.flat[0], np.float32(np.inf))
+    truth = Truth(outputs=[X.astype(np.float64)])
+    [finding] = divergence_findings(runs, [Outcome(outputs=(X,)), Outcome(outputs=(other,))], PATHS, [X], truth)
+    evidence = DivergenceEvidence.of(finding)
+    assert evidence is not None and evidence.backends == ("interpret", "tpu_interpret")
+    assert evidence.blamed == ("tpu_interpret",) and evidence.found_on == "tpu_interpret"
+    assert evidence.other_backend == "interpret" and finding.backend == "tpu_interpret"
+    assert evidence.others("tpu_interpret") == {"interpret": {}}
+    assert DivergenceEvidence.of(dataclasses.replace(finding, kind="mismatch")) is None

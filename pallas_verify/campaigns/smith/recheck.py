@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from pallas_verify.findings import Finding
+from pallas_verify.oracles.divergence import DivergenceEvidence
 from pallas_verify.spec import KernelSpec
 
 __all__ = ["NOISE", "recheck"]
@@ -37,7 +38,8 @@ _OUTPUT_KINDS = ("mismatch", "backend_divergence")
 def _backends(finding: Finding) -> list[str]:
     """The backends a finding involves, the finding's own last (a divergence compares it
     with the backends that ran the same example before it)."""
-    named = [finding.evidence.get("other_backend"), *finding.evidence.get("backends", ())]
+    evidence = DivergenceEvidence.of(finding)
+    named = [] if evidence is None else [evidence.other_backend, *evidence.backends]
     others = [b for b in dict.fromkeys(named) if isinstance(b, str) and b != finding.backend]
     return [*others, finding.backend]
 
