@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from pallas_verify import _jax_compat
 from pallas_verify.case import Case, ErrorInfo, Outcome
 from pallas_verify.errors import PallasVerifyError
+from pallas_verify.findings import SANITIZER_KINDS
 
 if TYPE_CHECKING:
     from pallas_verify.backends.base import Backend
@@ -56,9 +57,6 @@ if TYPE_CHECKING:
 __all__ = ["SANITIZER_KINDS", "Upstream", "attribute", "internal_error", "internal_failure", "sanitizer_signal",
            "upstream_frame", "witness_mode", "witnesses"]
 
-#: Finding kinds the interpreters' own checks raise: never attributed upstream.
-SANITIZER_KINDS = frozenset({"race", "out_of_bounds", "uninitialized_read", "revisit", "deadlock",
-                             "semaphore_leak", "dma_ordering"})
 # Sanitizer texts error_kind does not name: a read of uninitialized memory, a semaphore
 # signalled, waited or left wrongly (TPU and GPU interpret modes).
 _SANITIZER_TEXT = (

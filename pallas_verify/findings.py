@@ -6,8 +6,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
-__all__ = ["DIVERGENCE_ROW", "FINDING_KINDS", "KERNEL_ROWS", "STATIC_ROW", "Finding", "Kind", "one_per_reference_failure",
-           "row_for", "row_of"]
+__all__ = ["DIVERGENCE_ROW", "FINDING_KINDS", "INPUT_BLIND", "KERNEL_ROWS", "KINDS", "OUTPUT_KINDS", "SANITIZER_KINDS",
+           "STATIC_ROW", "Finding", "Kind", "KindFacts", "one_per_reference_failure", "row_for", "row_of"]
 
 Kind = Literal[
     "mismatch",
@@ -30,6 +30,62 @@ Kind = Literal[
     "exception",
 ]
 FINDING_KINDS: tuple[str, ...] = get_args(Kind)
+
+
+@dataclasses.dataclass(frozen=True)
+class KindFacts:
+    """What a finding kind is, for everything that treats kinds differently.
+
+    Attributes:
+      found_by: the check that finds it (docs/report-json.md's "found by" column).
+      summary: what it means, in a phrase (the start of that table's "meaning").
+      input_blind: the same failure whatever the inputs (an error of the kernel's code or of
+        a compiler): a search whose every example fails it the same way stops early.
+      sanitizer: raised by an interpreter's own checks: never attributed to JAX.
+      on_outputs: judged on the kernel's outputs (against the reference, or another backend's).
+    """
+
+    found_by: str
+    summary: str
+    input_blind: bool = False
+    sanitizer: bool = False
+    on_outputs: bool = False
+
+
+#: Every finding kind, in FINDING_KINDS order; the per-kind sets below derive from it.
+KINDS: dict[str, KindFacts] = {
+    "mismatch": KindFacts("a run", "outputs differ from the reference beyond the tolerance", on_outputs=True),
+    "race": KindFacts("static, TPU interpret race detector", "an output block written from points of a parallel "
+                      "axis, or a data race between cores/DMAs", sanitizer=True),
+    "out_of_bounds": KindFacts("static, a run", "a block index or an access outside its array", sanitizer=True),
+    "uninitialized_read": KindFacts("static, nan-vs-zero rerun", "an output block no grid point writes, or a read of "
+                                    "memory never written", sanitizer=True),
+    "dma_ordering": KindFacts("eager-vs-on-wait rerun", "the result depends on when DMAs complete", sanitizer=True),
+    "grid_order": KindFacts("seed/core-count rerun", "the result depends on the order of the parallel grid"),
+    "shape_invariance": KindFacts("grown-array rerun (`interpret`, `tpu_interpret`)", "the same rows give different "
+                                  "bits inside an array twice as long"),
+    "revisit": KindFacts("static, TPU interpret", "an output block visited at non-consecutive grid points",
+                         sanitizer=True),
+    "semaphore_leak": KindFacts("TPU interpret", "a semaphore left non-zero at kernel exit", sanitizer=True),
+    "input_mutation": KindFacts("static", "the kernel writes an un-aliased pl.ANY/HBM input"),
+    "alias_hazard": KindFacts("static", "an aliased input read at a step after its elements were written back "
+                              "through the output"),
+    "backend_divergence": KindFacts("two backends", "both match the reference but differ bitwise", on_outputs=True),
+    "side_effect": KindFacts("`mosaic_tpu:<chip>`", "a kernel with side effects XLA cannot see"),
+    "compile_error": KindFacts("static (Mosaic TPU's block-shape rules, for kernels that target TPU), a compiler",
+                               "lowering or compiling failed, or would on a TPU", input_blind=True),
+    "crash": KindFacts("a worker", "the process running the case died", input_blind=True),
+    "timeout": KindFacts("a worker", "the case did not finish", input_blind=True),
+    "deadlock": KindFacts("TPU interpret", "every core waits on a semaphore no signal or DMA in flight can complete",
+                          sanitizer=True),
+    "exception": KindFacts("a run", "any other error the kernel raised", input_blind=True),
+}
+#: Kinds a search stops early on when every example fails them the same way.
+INPUT_BLIND: frozenset[str] = frozenset(k for k, f in KINDS.items() if f.input_blind)
+#: Kinds the interpreters' own checks raise: never attributed upstream.
+SANITIZER_KINDS: frozenset[str] = frozenset(k for k, f in KINDS.items() if f.sanitizer)
+#: Kinds judged on the kernel's outputs.
+OUTPUT_KINDS: frozenset[str] = frozenset(k for k, f in KINDS.items() if f.on_outputs)
 
 #: The rows of a report that are no backend's: the static check of the kernel's grid (its
 #: findings have backend "static") and the comparison of the backends with each other

@@ -22,7 +22,7 @@ from pallas_verify import transforms
 from pallas_verify.attribution import internal_failure
 from pallas_verify.backends.base import Backend
 from pallas_verify.errors import InvalidSpec, brief
-from pallas_verify.findings import Finding
+from pallas_verify.findings import INPUT_BLIND, Finding
 from pallas_verify.keys import config_key, example_key
 from pallas_verify.runner import InternalError, Runner, Unsupported, Verdict
 from pallas_verify.signatures import SameSignature
@@ -188,7 +188,6 @@ _GENERATE_AFTER_FAILURE_S = 10.0
 _SAME_FAILURE_PATIENCE = 8
 # ... and after this many steps without a new failing candidate.
 _STALL_PATIENCE = 100
-INPUT_BLIND = frozenset({"exception", "compile_error", "crash", "timeout"})
 
 
 @dataclasses.dataclass

@@ -7,15 +7,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from pallas_verify.case import Case
-from pallas_verify.findings import Finding
+from pallas_verify.findings import Finding, Kind
 
 __all__ = ["bitwise_differences", "bitwise_equal", "case_finding"]
 
 
-def case_finding(case: Case, kind: str, message: str, **evidence: object) -> Finding:
+def case_finding(case: Case, kind: Kind, message: str, **evidence: object) -> Finding:
     """A finding of ``kind`` about ``case`` (its kernel, backend, config, mode, transform)."""
     return Finding(
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,
         kernel=case.spec.name,
         backend=case.backend,
         message=message,

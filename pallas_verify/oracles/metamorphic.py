@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pallas_verify.case import Case, Outcome
-from pallas_verify.findings import Finding
+from pallas_verify.findings import Finding, Kind
 from pallas_verify.oracles.base import bitwise_differences, case_finding
 
 __all__ = ["knob_changes", "metamorphic_finding"]
@@ -29,7 +29,7 @@ def knob_changes(mode: Mapping[str, Any], variant: Mapping[str, Any]) -> str:
 
 
 def metamorphic_finding(
-    case: Case, kind: str, base: Outcome, variant_case: Case, variant: Outcome, paths: Sequence[str]
+    case: Case, kind: Kind, base: Outcome, variant_case: Case, variant: Outcome, paths: Sequence[str]
 ) -> Finding | None:
     """A finding of ``kind`` when the variant (knobs changed) does not reproduce ``base`` bitwise."""
     changes = knob_changes(case.mode, variant_case.mode)

@@ -54,7 +54,7 @@ def trace_failure(kernel: str, config: Mapping[str, Any], outcome: Outcome,
         kind = "exception"
         message = f"{what} raised {error.summary()}"
         evidence = {"error_type": error.type, "traceback": error.traceback[-4000:]}
-    return Finding(kind=kind, kernel=kernel, backend="static", message=message,  # type: ignore[arg-type]
+    return Finding(kind=kind, kernel=kernel, backend="static", message=message,
                    config=dict(config), evidence=evidence)
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import find
 
-from pallas_verify.findings import FINDING_KINDS
+from pallas_verify import attribution, search
+from pallas_verify.findings import FINDING_KINDS, INPUT_BLIND, KINDS, OUTPUT_KINDS, SANITIZER_KINDS
 from pallas_verify.reports.html import html_page
 from pallas_verify.reports.markdown import markdown
 from pallas_verify.reports.report import Report
@@ -32,6 +33,23 @@ def test_kind_is_in_the_readme_and_the_json_reference(kind):
     table = _section((ROOT / "docs" / "report-json.md").read_text(), "## Kinds")
     assert f"`{kind}`" in readme
     assert re.search(rf"^\| `{kind}` \|", table, re.MULTILINE)
+
+
+def test_the_json_reference_table_is_the_kind_table():
+    table = _section((ROOT / "docs" / "report-json.md").read_text(), "## Kinds")
+    rows = re.findall(r"^\| `(\w+)` \| (.*?) \| (.*?) \|$", table, re.MULTILINE)
+    assert [kind for kind, _, _ in rows] == list(KINDS) == list(FINDING_KINDS)
+    for kind, found_by, meaning in rows:
+        assert found_by == KINDS[kind].found_by, kind
+        assert meaning.startswith(KINDS[kind].summary), kind
+
+
+def test_the_per_kind_sets_derive_from_the_kind_table():
+    assert sorted(INPUT_BLIND) == ["compile_error", "crash", "exception", "timeout"]
+    assert sorted(SANITIZER_KINDS) == ["deadlock", "dma_ordering", "out_of_bounds", "race", "revisit",
+                                       "semaphore_leak", "uninitialized_read"]
+    assert sorted(OUTPUT_KINDS) == ["backend_divergence", "mismatch"]
+    assert search.INPUT_BLIND is INPUT_BLIND and attribution.SANITIZER_KINDS is SANITIZER_KINDS
 
 
 def test_alias_hazard_finding_round_trips_through_json_and_renders():

@@ -25,14 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from pallas_verify.findings import Finding
+from pallas_verify.findings import OUTPUT_KINDS, Finding
 from pallas_verify.oracles.divergence import DivergenceEvidence
 from pallas_verify.spec import KernelSpec
 
 __all__ = ["NOISE", "recheck"]
 
 NOISE = "reference-dependent"
-_OUTPUT_KINDS = ("mismatch", "backend_divergence")
 
 
 def _backends(finding: Finding) -> list[str]:
@@ -91,7 +90,7 @@ def recheck(finding: Finding, spec: KernelSpec, *, isolate: str = "auto", timeou
         if not any(f.kind == finding.kind for f in found):
             seen = ", ".join(sorted({f.kind for f in found})) or "nothing"
             return _verdict(finding, "flaky", f"the same case re-run once showed {seen}")
-        if finding.kind not in _OUTPUT_KINDS:
+        if finding.kind not in OUTPUT_KINDS:
             return _verdict(finding, "reproduces", "the same case re-run once fails the same way")
         compiled, paths, truth = runner.expected(config, inputs, example_key(config, inputs))
         eager = _eager_reference(spec, config, inputs)
