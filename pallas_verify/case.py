@@ -78,7 +78,7 @@ class Outcome:
       skipped: checks the run left out because nothing in the kernel can trip them (e.g.
         ``"race"``: race detection where nothing runs concurrently).
       settled: reruns the kernel has (named as in ``reruns``) that this run's memory showed
-        could not change its outputs (``_jax_compat.SETTLED``); not in ``reruns``.
+        could not change its outputs (``backends.tpu_reruns.settle``); not in ``reruns``.
       schedule: the (grid point, core) pairs TPU interpret mode ran, in order (see
         ``backends.schedule``); None for other backends.
       compiler_params: for a ``mosaic_tpu`` compile under drawn overrides of the kernel's

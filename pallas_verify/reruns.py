@@ -6,7 +6,7 @@ Which reruns are due is the base run's to say (``Outcome.reruns``): those whose 
 kernel has (its jaxpr) and that its memory shows could change a bit (``_jax_compat``'s
 watch). A rerun that changes only knobs TPU interpret mode reads at run time (the fill,
 when DMAs complete, race detection) reuses the base run's compile, in the base run's
-worker (a backend's ``recompiles`` says so; without one, every rerun compiles): the fill
+worker (a backend's ``recompiles`` says so): the fill
 and DMA reruns run so, together, after the base run. The others (another grid order and
 core count, race detection on two cores, the grown inputs) cost a compile, so an example
 gets **one** such rerun that carries every change at once (``Rerun``); it starts beside
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from pallas_verify import _jax_compat
+from pallas_verify.backends import tpu_reruns
 from pallas_verify.backends.base import Backend
 from pallas_verify.case import Case, Outcome
 from pallas_verify.execution.isolation import static_tracer_slot
@@ -45,9 +45,9 @@ RACE = "race"
 @dataclasses.dataclass
 class RerunTally:
     """How many examples each backend ran, and on how many it left a check out, and why: the
-    kernel has nothing that check varies or could trip (``_jax_compat.RERUNS`` and
-    ``SKIPPED_CHECKS``: a metamorphic rerun, or race detection), or the base run's memory
-    showed the rerun could not change its outputs (``_jax_compat.SETTLED``)."""
+    kernel has nothing that check varies or could trip (a metamorphic rerun, or race
+    detection), or the base run's memory showed the rerun could not change its outputs: the
+    reasons are the rerun table's (``backends.tpu_reruns``)."""
 
     examples: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     skipped: collections.Counter[tuple[str, str, str]] = dataclasses.field(default_factory=collections.Counter)
@@ -63,7 +63,7 @@ class RerunTally:
 
     def notes(self) -> list[str]:
         """One line per check left out for one reason: on how many examples, and why."""
-        reasons = {"rerun": _jax_compat.RERUNS, "check": _jax_compat.SKIPPED_CHECKS, "settled": _jax_compat.SETTLED}
+        reasons = tpu_reruns.reasons()
         return [f"{backend}: {'race detection' if kind == RACE else f'the {kind} rerun'} was "
                 f"skipped on {n} of {self.examples[backend]} examples "
                 f"({reasons[why].get(kind, 'the kernel has nothing it changes')})"
@@ -167,7 +167,7 @@ class Reruns:
         found, blame = self._knobs(own, base, paths, wanted, races) if wanted or races else ([], {})
         if found or not differs or variant.error is not None:
             return found, blame
-        kind = wanted[0][0] if wanted else "shape_invariance"  # only the changes together show it
+        kind = tpu_reruns.joint_kind([k for k, _ in wanted]) if wanted else "shape_invariance"  # only together
         return [case_finding(case, kind, f"outputs change when the inputs grow along the tiled axis and "
                              f"{knob_changes(case.mode, rerun.case.mode)}, though neither alone changes them:\n"
                              + "\n".join(bitwise_differences(paths, base.outputs or (), outputs or ())),
@@ -180,7 +180,8 @@ class Reruns:
         case, backend = rerun.base, rerun.backend
         variant = self._outcome(rerun)
         race = [_race_finding(case, rerun.case, variant)] if races and variant.races else []
-        together = metamorphic_finding(case, wanted[0][0], base, rerun.case, variant, paths) if wanted else None
+        together = (metamorphic_finding(case, tpu_reruns.joint_kind([kind for kind, _ in wanted]), base, rerun.case,
+                                        variant, paths) if wanted else None)
         if together is None:
             return race, {}
         for kind, mode in wanted:  # each alone, to name the kind

@@ -40,11 +40,11 @@ from pallas_verify._jax_compat.interpret import force_interpret as force_interpr
 from pallas_verify._jax_compat.interpret import reset_interpreters as reset_interpreters
 from pallas_verify._jax_compat.interpret import tpu_target as tpu_target
 from pallas_verify._jax_compat.invariants import grid_invariant_errors as grid_invariant_errors
-from pallas_verify._jax_compat.knobs import RERUNS as RERUNS
-from pallas_verify._jax_compat.knobs import SETTLED as SETTLED
-from pallas_verify._jax_compat.knobs import SKIPPED_CHECKS as SKIPPED_CHECKS
-from pallas_verify._jax_compat.knobs import kernel_knobs as kernel_knobs
-from pallas_verify._jax_compat.knobs import settled as settled
+from pallas_verify._jax_compat.knobs import EXPLICIT_DMA as EXPLICIT_DMA
+from pallas_verify._jax_compat.knobs import FILL_REACHES as FILL_REACHES
+from pallas_verify._jax_compat.knobs import KERNEL_FACTS as KERNEL_FACTS
+from pallas_verify._jax_compat.knobs import PARALLEL_GRID as PARALLEL_GRID
+from pallas_verify._jax_compat.knobs import kernel_facts as kernel_facts
 from pallas_verify._jax_compat.memwatch import RUN_TIME as RUN_TIME
 from pallas_verify._jax_compat.memwatch import MemoryPlan as MemoryPlan
 from pallas_verify._jax_compat.memwatch import on_grid_point as on_grid_point
@@ -90,17 +90,18 @@ from pallas_verify._jax_compat.wgmma import wgmma_read_before_wait as wgmma_read
 __all__ = [
     "ASYNC_ORDER_MARKER",
     "DEADLOCK_MARKER",
+    "EXPLICIT_DMA",
+    "FILL_REACHES",
     "GRIDLESS_KERNELS",
+    "KERNEL_FACTS",
     "LIMITATIONS",
+    "PARALLEL_GRID",
     "RACE_LOGGERS",
     "RACE_MARKER",
-    "RERUNS",
     "REVISIT_ANY_DECLARED",
     "RUN_TIME",
-    "SETTLED",
     "SIDE_EFFECTS",
     "SIDE_EFFECT_DROPPED",
-    "SKIPPED_CHECKS",
     "BlockMapping",
     "DeadlockError",
     "Frame",
@@ -138,7 +139,7 @@ __all__ = [
     "interpret_params_source",
     "is_kernel",
     "jax_version",
-    "kernel_knobs",
+    "kernel_facts",
     "kernel_params",
     "kernel_site",
     "mosaic_calls",
@@ -148,7 +149,6 @@ __all__ = [
     "reset_interpreters",
     "run_time_knobs",
     "semaphore_leaks",
-    "settled",
     "shape_plan",
     "sub_jaxprs",
     "tagged",

@@ -1,25 +1,26 @@
-"""Which TPU interpret mode knobs can change a kernel's outputs, read from its jaxpr:
-the metamorphic reruns worth running.
+"""What a kernel's jaxpr says TPU interpret mode's knobs can reach: facts about the kernel,
+for the metamorphic reruns (their table, with the kinds and reasons, is
+``backends.tpu_reruns``).
 
 TPU interpret mode (JAX 0.12) copies BlockSpec blocks synchronously and applies its knobs
 to specific parts of a kernel only (``interpret_pallas_call.py``):
 
 - ``dma_execution_mode`` changes when explicit DMAs (``dma_start``: async copies, remote
-  copies, ``emit_pipeline``) complete; without one, nothing depends on it.
+  copies, ``emit_pipeline``) complete: the fact ``EXPLICIT_DMA``.
 - ``random_seed`` permutes, and ``num_cores_or_threads`` splits, the "parallel" grid
-  dimensions only ("core_parallel" and "subcore_parallel" run as arbitrary): the grid-order
-  rerun, and race detection on two cores, need one of more than one step.
+  dimensions only ("core_parallel" and "subcore_parallel" run as arbitrary): the fact
+  ``PARALLEL_GRID``, a parallel dimension of more than one step.
 - ``uninitialized_memory`` fills scratch buffers, ``run_scoped`` allocations, the padding
-  of blocks that overhang their array, and output elements nothing writes. The last are
-  seen by the base run itself (a NaN fill where the reference is finite is a mismatch),
-  so the knob is worth a rerun only where one of the others exists.
+  of blocks that overhang their array, and output elements nothing writes: the fact
+  ``FILL_REACHES`` (the last are seen by the base run itself: a NaN fill where the
+  reference is finite is a mismatch).
 
 A kernel over a mesh (``pl.kernel``, ``core_map``) or a pallas_call whose structure is
-not the one JAX 0.12 has keeps every knob.
+not the one JAX 0.12 has has every fact.
 
-The jaxpr says which knobs a kernel *has*; whether one of them could change a given run's
-outputs is what the run's memory shows (``memwatch``): ``kernel_knobs`` also gives what a
-watch of a run needs (``MemoryPlan``), for a kernel the watch can follow.
+Whether a fact could change a given run's outputs is what the run's memory shows
+(``memwatch``: ``MemoryWatch.saw``); ``kernel_facts`` also gives what a watch of a run
+needs (``MemoryPlan``), for a kernel the watch can follow.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pallas_verify._jax_compat.memwatch import HBM_SPACES, MemoryPlan, MemoryWatch
+from pallas_verify._jax_compat.memwatch import HBM_SPACES, MemoryPlan
 from pallas_verify._jax_compat.memwatch import available as memwatch_available
 from pallas_verify._jax_compat.tracing import (
     _SEMAPHORE_SPACE,
@@ -38,29 +39,11 @@ from pallas_verify._jax_compat.tracing import (
     sub_jaxprs,
 )
 
-__all__ = ["DMA", "FILL", "GRID_ORDER", "RACE", "RERUNS", "SETTLED", "SKIPPED_CHECKS", "kernel_knobs", "settled"]
+__all__ = ["EXPLICIT_DMA", "FILL_REACHES", "KERNEL_FACTS", "PARALLEL_GRID", "kernel_facts"]
 
-# The metamorphic reruns, named by the finding kind each can show.
-FILL, DMA, GRID_ORDER, RACE = "uninitialized_read", "dma_ordering", "grid_order", "race"
-#: Each rerun, with why a kernel that lacks what it varies is not rerun.
-RERUNS: dict[str, str] = {
-    FILL: "no scratch buffer, run_scoped allocation or block overhanging its array",
-    DMA: "no explicit DMA (dma_start)",
-    GRID_ORDER: "no 'parallel' grid dimension of more than one step",
-    RACE: "no 'parallel' grid dimension of more than one step to split over two cores",
-}
-_ALL = frozenset(RERUNS)
-#: Each rerun a watched run (``memwatch``) can show unable to change its outputs, with why.
-SETTLED: dict[str, str] = {
-    FILL: "its base run read no memory before something wrote it (no fill reached the kernel)",
-    GRID_ORDER: "in its base run no sweep of the parallel grid axes read memory another sweep wrote, "
-                "nor overwrote HBM another sweep wrote or read",
-    RACE: "in its base run no two sweeps of the parallel grid axes touched the same HBM",
-}
-#: Checks of a run itself that a backend leaves out where nothing can trip them, and why.
-SKIPPED_CHECKS: dict[str, str] = {
-    "race": "nothing runs concurrently: no DMA, and no 'parallel' grid dimension split over two cores",
-}
+#: What a kernel has that a knob reaches (see the module docstring).
+FILL_REACHES, EXPLICIT_DMA, PARALLEL_GRID = "fill_reaches", "explicit_dma", "parallel_grid"
+KERNEL_FACTS: frozenset[str] = frozenset({FILL_REACHES, EXPLICIT_DMA, PARALLEL_GRID})
 
 
 # Primitives whose effects a watch does not follow: asynchronous copies and the semaphores
@@ -74,29 +57,29 @@ _UNWATCHED = frozenset({"dma_start", "dma_wait", "semaphore_signal", "semaphore_
 _MANY_DEVICES = frozenset({"shard_map", "xla_pmap", "pmap"})
 
 
-def kernel_knobs(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[frozenset[str], MemoryPlan | None]:
-    """The reruns of ``RERUNS`` whose knob can change the outputs of ``fn(*args)`` (every
-    one when the kernel cannot be read), and the plan of a watch of its run (None where a
-    watch cannot follow the kernel: see ``memwatch``)."""
+def kernel_facts(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[frozenset[str], MemoryPlan | None]:
+    """The facts of ``KERNEL_FACTS`` that ``fn(*args)`` has (every one when the kernel
+    cannot be read), and the plan of a watch of its run (None where a watch cannot follow
+    the kernel: see ``memwatch``)."""
     import jax
 
     try:
         closed = jax.make_jaxpr(fn)(*args)
     except Exception:  # the run itself reports a kernel that does not trace
-        return _ALL, None
+        return KERNEL_FACTS, None
     knobs: set[str] = set()
     eqns = list(equations(closed.jaxpr))
     kernels = [eqn for eqn in eqns if is_kernel(eqn)]
     for eqn in kernels:
-        knobs |= _kernel_knobs(eqn)
+        knobs |= _kernel_facts(eqn)
     one_device = not any(eqn.primitive.name in _MANY_DEVICES for eqn in eqns)
     watched = len(kernels) == 1 and one_device and memwatch_available()
     return frozenset(knobs), _plan(kernels[0]) if watched else None
 
 
-def _kernel_knobs(eqn: Any) -> frozenset[str]:
+def _kernel_facts(eqn: Any) -> frozenset[str]:
     if eqn.primitive.name != "pallas_call":
-        return _ALL
+        return KERNEL_FACTS
     try:
         gm = grid_mapping(eqn)
         body = gm.body
@@ -107,32 +90,15 @@ def _kernel_knobs(eqn: Any) -> frozenset[str]:
             s == "parallel" and not (isinstance(n, int) and n <= 1)
             for s, n in zip(gm.declared_semantics, gm.grid, strict=False))
     except Exception:
-        return _ALL
-    knobs = set()
+        return KERNEL_FACTS
+    facts = set()
     if "dma_start" in primitives:
-        knobs.add(DMA)
+        facts.add(EXPLICIT_DMA)
     if parallel:
-        knobs |= {GRID_ORDER, RACE}  # its order matters, and two cores can race on it
+        facts.add(PARALLEL_GRID)
     if scratch or padded or "run_scoped" in primitives:
-        knobs.add(FILL)
-    return frozenset(knobs)
-
-
-def settled(kinds: frozenset[str], seen: MemoryWatch | None) -> tuple[frozenset[str], frozenset[str]]:
-    """What the watched run ``seen`` says of the reruns ``kinds`` (the jaxpr's): the reruns
-    that could change its outputs, and those it shows could not (``SETTLED``).
-
-    The fill rerun is added where the run read memory nothing wrote though the jaxpr
-    showed no scratch or padding (an output block read before it is written); the race
-    rerun goes with the grid-order one: whatever two sweeps share, cores could race on
-    under another split. Without a watch, ``kinds`` as they are.
-    """
-    if seen is None:
-        return kinds, frozenset()
-    saw = seen.saw()
-    could = {FILL: saw["fill"], GRID_ORDER: saw["order"], RACE: saw["order"]}
-    shown = frozenset(k for k in kinds if k in could and not could[k])
-    return (kinds - shown) | ({FILL} if saw["fill"] else set()), shown
+        facts.add(FILL_REACHES)
+    return frozenset(facts)
 
 
 def _plan(eqn: Any) -> MemoryPlan | None:

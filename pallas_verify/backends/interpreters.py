@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from pallas_verify import _jax_compat
-from pallas_verify.backends import schedule
+from pallas_verify.backends import schedule, tpu_reruns
 from pallas_verify.backends.execute import execute, jitted
 from pallas_verify.backends.families import GPU_TARGETS
 from pallas_verify.case import Case, ErrorInfo, Outcome
@@ -92,7 +92,7 @@ class TpuInterpret:
         tiled allocation are. The padding holds the ``uninitialized_memory`` fill, so the
         NaN-vs-zero rerun still shows padding that leaks into an output. A mode may pin
         ``buffer_bounds="logical"``. Race detection runs only where something can race
-        (``races_possible``): it is most of a run's cost.
+        (``tpu_reruns.races_possible``): it is most of a run's cost.
 
         A kernel that allocates HBM in ``run_scoped`` (which a real TPU does not support)
         runs again with ``allow_hbm_allocation_in_run_scoped=True``, only so that its
@@ -104,8 +104,9 @@ class TpuInterpret:
 
     def _run(self, case: Case, mode: Mapping[str, Any]) -> Outcome:
         with _jax_compat.tpu_target(), _jax_compat.deadlock_watch():
-            kinds, plan = kernel_knobs(case)
-            skipped = ("race",) if mode.get("detect_races") and not races_possible(kinds, mode) else ()
+            facts, plan = kernel_facts(case)
+            kinds = tpu_reruns.kinds_of(facts)
+            skipped = ("race",) if mode.get("detect_races") and not tpu_reruns.races_possible(facts, mode) else ()
             mode = {**mode, **({"detect_races": False} if skipped else {})}
             # Where a rerun could change the outputs only through memory, the run's memory says
             # whether it can; a fill other than the default is applied to the run by the watch.
@@ -113,7 +114,7 @@ class TpuInterpret:
             run_time = {knob: mode.get(knob, default) for knob, default in defaults.items()}
             refill = "uninitialized_memory" in run_time and run_time["uninitialized_memory"] != defaults[
                 "uninitialized_memory"]
-            watched = plan if kinds & frozenset(_jax_compat.SETTLED) or refill else None
+            watched = plan if tpu_reruns.watch_settles(kinds) or refill else None
             if watched is None:
                 run_time.pop("uninitialized_memory", None)
             outcome, seen = _execute(case, mode, run_time, watched)
@@ -121,7 +122,7 @@ class TpuInterpret:
                 del run_time["uninitialized_memory"]
                 outcome, seen = _execute(case, mode, run_time, None)
         outcome = _in_kernel_terms(case, _with_declared_revisit(case, outcome))
-        reruns, settled = _jax_compat.settled(kinds, seen if outcome.ok else None)
+        reruns, settled = tpu_reruns.settle(kinds, seen.saw() if seen is not None and outcome.ok else None)
         return dataclasses.replace(outcome, reruns=reruns, settled=tuple(sorted(settled)), skipped=skipped)
 
     def interpret_source(self, mode: Mapping[str, Any]) -> str:
@@ -142,34 +143,15 @@ class TpuInterpret:
         return {"detect_races": True}
 
     def variants(self, mode: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        """Metamorphic reruns: (finding kind, mode) with the knob that kind is about changed.
+        """Metamorphic reruns: (finding kind, mode) with the knob that kind is about changed,
+        from the rerun table (``tpu_reruns.RERUNS``).
 
-        A correct kernel gives bitwise-identical outputs under each. The knob reruns skip
-        race detection (the base run already did it); the ``race`` rerun is race detection
-        on 2 cores in another grid order where the base run looked for no race between
-        cores, judged by its race reports alone. The fill, DMA timing and race detection
-        are given to a run after it is compiled (``recompiles``); another seed or core
-        count retraces and compiles, so ``reruns`` runs those as one rerun; jax's cache makes
-        a repeated (config, mode) free.
+        A correct kernel gives bitwise-identical outputs under each. The fill, DMA timing and
+        race detection are given to a run after it is compiled (``recompiles``); another seed
+        or core count retraces and compiles, so ``reruns`` runs those as one rerun; jax's
+        cache makes a repeated (config, mode) free.
         """
-        quiet = {**mode, "detect_races": False}
-        other = {knob: _other_choice(knob, mode) for knob in ("uninitialized_memory", "dma_execution_mode")}
-        seed = (mode.get("random_seed") or 0) + 1
-        cores = 1 if mode.get("num_cores_or_threads", 1) > 1 else 2
-        reruns = [
-            ("uninitialized_read", {**quiet, "uninitialized_memory": other["uninitialized_memory"]}),
-            ("dma_ordering", {**quiet, "dma_execution_mode": other["dma_execution_mode"]}),
-            ("grid_order", {**quiet, "random_seed": seed, "num_cores_or_threads": cores}),
-        ]
-        if not (mode.get("detect_races") and mode.get("num_cores_or_threads", 1) > 1):
-            # The base run looked for no race between cores: a rerun does, on 2 cores in
-            # another grid order.
-            reruns.append(("race", {**mode, **RACE_DETECTION, "random_seed": seed}))
-        return reruns
-
-
-#: What the ``race`` rerun sets over the base mode: race detection on 2 cores.
-RACE_DETECTION: dict[str, Any] = {"detect_races": True, "num_cores_or_threads": 2}
+        return tpu_reruns.variants(mode)
 
 
 def _execute(case: Case, mode: Mapping[str, Any], run_time: Mapping[str, Any],
@@ -251,36 +233,18 @@ def _with_declared_revisit(case: Case, outcome: Outcome) -> Outcome:
 _TPU_DEFAULTS: Mapping[str, Any] = {"on_race": "warn", "buffer_bounds": "padded"}
 
 
-def races_possible(kinds: frozenset[str] | None, mode: Mapping[str, Any]) -> bool:
-    """Whether anything in a kernel with reruns ``kinds`` runs concurrently under ``mode``:
-    DMAs (their engines run beside the core) or a parallel grid axis split over several
-    cores. With neither, TPU interpret mode's race detector cannot find a race."""
-    if kinds is None:
-        return True
-    return "dma_ordering" in kinds or ("grid_order" in kinds and mode.get("num_cores_or_threads", 1) > 1)
-
-
-def kernel_knobs(case: Case) -> tuple[frozenset[str], _jax_compat.MemoryPlan | None]:
-    """The reruns of ``variants`` whose knob can change ``case``'s outputs, and the plan of
-    a watch of its memory (``_jax_compat.kernel_knobs``; traced once per kernel, config,
+def kernel_facts(case: Case) -> tuple[frozenset[str], _jax_compat.MemoryPlan | None]:
+    """What ``case``'s kernel has that TPU interpret mode's knobs reach, and the plan of a
+    watch of its memory (``_jax_compat.kernel_facts``; traced once per kernel, config,
     transform and input shapes)."""
     import jax
 
     fn, avals = jitted(case), shapes_key(case.inputs)
-    return _KNOBS.get_or_make((fn, avals), lambda: _jax_compat.kernel_knobs(
+    return _KNOBS.get_or_make((fn, avals), lambda: _jax_compat.kernel_facts(
         fn, [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]))
 
 
 _KNOBS: Lru[tuple[Any, ...], tuple[frozenset[str], _jax_compat.MemoryPlan | None]] = Lru(maxsize=256)
-
-
-def _other_choice(knob: str, mode: Mapping[str, Any]) -> str:
-    """The next value of an InterpretParams Literal field after the one in ``mode``."""
-    from strategies import literal_choices
-
-    choices = literal_choices("tpu")[knob]  # upstream default first
-    current = mode.get(knob, choices[0])
-    return choices[(choices.index(current) + 1) % len(choices)]
 
 
 # SM counts GPU interpret mode simulates (mode key "sm_count", the ``core_count`` a kernel

@@ -8,8 +8,9 @@ import json
 import numpy as np
 from hypothesis import find
 
-from pallas_verify.backends.interpreters import RACE_DETECTION, TpuInterpret
+from pallas_verify.backends.interpreters import TpuInterpret
 from pallas_verify.backends.schedule import Coverage, cores_named
+from pallas_verify.backends.tpu_reruns import RACE_DETECTION
 from pallas_verify.case import Case
 from pallas_verify.engine import verify
 from pallas_verify.runner import Runner

@@ -18,12 +18,20 @@ from hypothesis import strategies as st
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from pallas_verify._jax_compat import MemoryPlan, settled
-from pallas_verify._jax_compat.knobs import FILL, GRID_ORDER, RACE
+from pallas_verify._jax_compat import MemoryPlan
 from pallas_verify._jax_compat.memwatch import MemoryWatch
 from pallas_verify.backends.interpreters import TpuInterpret
+from pallas_verify.backends.tpu_reruns import settle
 from pallas_verify.case import Case
 from pallas_verify.spec import KernelSpec
+
+FILL, GRID_ORDER, RACE = "uninitialized_read", "grid_order", "race"
+
+
+def settled(kinds, watch):
+    """The rerun table's settling, given a watch (or None) as TpuInterpret.run gives it."""
+    return settle(kinds, None if watch is None else watch.saw())
+
 
 F32 = np.float32
 BM, BN = 8, 128
@@ -270,7 +278,7 @@ def test_several_devices_sharing_one_memory_are_not_followed_and_never_refilled(
     over shard_map has no plan; at run time, a memory of several devices breaks the watch)."""
     from jax.sharding import Mesh, PartitionSpec
 
-    from pallas_verify._jax_compat import kernel_knobs
+    from pallas_verify._jax_compat import kernel_facts
 
     def copy(x_ref, o_ref):
         o_ref[...] = x_ref[...]
@@ -280,7 +288,7 @@ def test_several_devices_sharing_one_memory_are_not_followed_and_never_refilled(
         mesh = Mesh(np.array(jax.devices()[:1]), ("d",))
         return jax.shard_map(call, mesh=mesh, in_specs=PartitionSpec("d"), out_specs=PartitionSpec("d"))(x)
 
-    assert kernel_knobs(sharded, [jax.ShapeDtypeStruct((8, 128), jnp.float32)])[1] is None
+    assert kernel_facts(sharded, [jax.ShapeDtypeStruct((8, 128), jnp.float32)])[1] is None
     watch = MemoryWatch(MemoryPlan(input_shapes=((8, 128),), num_index_operands=0, parallel=(False,)),
                         fill_value="zero")
     watch.new_call(num_devices=2)

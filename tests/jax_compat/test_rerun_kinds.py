@@ -1,11 +1,13 @@
-"""Which metamorphic reruns a kernel needs, read from its jaxpr (``_jax_compat.knobs``)."""
+"""Which metamorphic reruns a kernel needs: the facts its jaxpr shows (``_jax_compat.knobs``)
+through the rerun table (``backends.tpu_reruns``)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pallas_verify._jax_compat import RERUNS, kernel_knobs, tpu_target
+from pallas_verify._jax_compat import KERNEL_FACTS, kernel_facts, tpu_target
+from pallas_verify.backends import tpu_reruns
 from reference_kernels import dma, elementwise, matmul
 
 F32 = np.float32
@@ -14,7 +16,7 @@ F32 = np.float32
 def _kinds(spec, config, *shapes):
     kernel = spec.kernel
     with tpu_target():  # emit_pipeline traces only for a TPU device kind, as the backend runs it
-        return kernel_knobs(lambda *xs: kernel(*xs, **config), [np.zeros(s, F32) for s in shapes])[0]
+        return tpu_reruns.kinds_of(kernel_facts(lambda *xs: kernel(*xs, **config), [np.zeros(s, F32) for s in shapes])[0])
 
 
 @pytest.mark.parametrize(("rows", "cols", "semantics", "expected"), [
@@ -43,4 +45,5 @@ def test_a_kernel_that_cannot_be_read_keeps_every_rerun():
     def broken(x):
         raise RuntimeError("does not trace")
 
-    assert kernel_knobs(broken, [np.zeros(4, F32)])[0] == frozenset(RERUNS)
+    assert kernel_facts(broken, [np.zeros(4, F32)])[0] == KERNEL_FACTS
+    assert tpu_reruns.kinds_of(KERNEL_FACTS) == {e.kind for e in tpu_reruns.RERUNS}
