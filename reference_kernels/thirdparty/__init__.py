@@ -17,10 +17,10 @@ __all__ = ["EXTRA", "MODULES", "PINS", "registered_modules"]
 EXTRA = "corpus"
 
 #: One spec module per library, in the order the verdict table lists them.
-MODULES: tuple[str, ...] = ("pallas_forge", "tokamax", "deciax")
+MODULES: tuple[str, ...] = ("pallas_forge", "tokamax", "deciax", "atomic_ops")
 
 #: The release of each library the verdicts were measured on (the extra pins the same).
-PINS: dict[str, str] = {"pallas-forge": "0.1.2", "tokamax": "0.0.17", "deciax": "0.1.2"}
+PINS: dict[str, str] = {"pallas-forge": "0.1.2", "tokamax": "0.0.17", "deciax": "0.1.2", "atomic-ops": "0.2.0"}
 
 
 def registered_modules() -> list[str]:
