@@ -115,15 +115,27 @@ def _modules_of(ep: importlib.metadata.EntryPoint) -> list[str]:
 
 def registered_specs(invalid: list[dict[str, str]]) -> list[tuple[Source, KernelSpec]]:
     """(source, spec) of every module-level KernelSpec of every registered module; a module
-    that cannot be imported or holds no KernelSpec is appended to ``invalid``."""
+    that cannot be imported or holds no KernelSpec, and a spec whose name an earlier module
+    registered, are appended to ``invalid``."""
     from pallas_verify.loader import load_specs
 
-    found = []
+    found: list[tuple[Source, KernelSpec]] = []
+    owners: dict[str, str] = {}
     for source in registered_sources(invalid):
+        target = f"{source.module} (entry point {source.entry})"
         try:
-            found += [(source, spec) for spec in load_specs(source.module)]
+            specs = load_specs(source.module)
         except (InvalidArgument, InvalidSpec) as exc:
-            invalid.append({"target": f"{source.module} (entry point {source.entry})", "reason": str(exc)})
+            invalid.append({"target": target, "reason": str(exc)})
+            continue
+        for spec in specs:
+            first = owners.setdefault(spec.name, source.module)
+            if first == source.module:
+                found.append((source, spec))
+            else:
+                invalid.append({"target": target, "reason": (
+                    f"KernelSpec name {spec.name!r} is registered by {first} already; a report keys its cells "
+                    f"by name, so rename one of them (KernelSpec(name=...)).")})
     if not found and not invalid:
         raise InvalidArgument(f"no kernel library registers KernelSpecs under the entry-point group {GROUP!r}; "
                               "install one (this project's own catalog registers when installed: pip install -e .) "

@@ -120,6 +120,18 @@ def test_an_entry_point_that_gives_no_module_names_is_invalid_with_the_fix(tmp_p
     assert said in bad["reason"] and "fix 'fakebad:" in bad["reason"]
 
 
+def test_a_spec_name_registered_twice_is_invalid_the_first_kept(tmp_path, monkeypatch, fakelib):
+    twin = SPECS.replace("FAKE_DOUBLE", "TWIN")
+    root = _distribution(tmp_path / "twin", "fakelib_twin", {"zz_twin": "fakelib_twin_specs"},
+                         {"fakelib_twin_specs.py": twin})
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.delitem(sys.modules, "fakelib_twin_specs", raising=False)
+    invalid: list[dict[str, str]] = []
+    assert [s.module for s in registered_specs("fakelib_*", invalid)] == ["fakelib_specs"]
+    [twin_entry] = [i for i in invalid if i["target"].startswith("fakelib_twin_specs")]
+    assert twin_entry["reason"].startswith("KernelSpec name 'fakelib_double' is registered by fakelib_specs already")
+
+
 def test_nothing_registered_says_how_to_register(monkeypatch):
     import importlib.metadata
 
