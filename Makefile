@@ -39,7 +39,7 @@ $(STAMP): pyproject.toml Makefile
 
 # The third-party corpus (docs/thirdparty.md) in its own venv: its libraries pull in their
 # own dependencies, which .venv does not need. Not part of `make test` (CI): the extra
-# installs in about 2 minutes on top of the project, and the test takes about 11.
+# installs in about 2 minutes on top of the project, and the test takes 11 to 15.
 .venvs/corpus/.installed: pyproject.toml Makefile
 	$(call venv,.venvs/corpus,$(JAX),$(EXTRAS_OTHERS)$(comma)corpus)
 
