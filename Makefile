@@ -13,8 +13,9 @@ JAX ?= 0.12.0.1
 JAX_OTHERS ?= 0.10.2 0.11.2
 EXTRAS := tpu,gpu,dev,cluster
 EXTRAS_OTHERS := tpu
+comma := ,
 
-.PHONY: demo test test-fast test-jax bench lint clean redis-server
+.PHONY: demo test test-fast test-jax test-corpus bench lint clean redis-server
 
 # $(call venv,DIR,JAX_RELEASE,EXTRAS): a Python >= 3.12 venv at DIR with the project installed.
 define venv
@@ -35,6 +36,12 @@ $(STAMP): pyproject.toml Makefile
 
 .venvs/jax-%/.installed: pyproject.toml Makefile
 	$(call venv,.venvs/jax-$*,$*,$(EXTRAS_OTHERS))
+
+# The third-party corpus (docs/thirdparty.md) in its own venv: its libraries pull in their
+# own dependencies, which .venv does not need. Not part of `make test` (CI): the extra
+# installs in about 2 minutes on top of the project, and the test takes 11 to 15.
+.venvs/corpus/.installed: pyproject.toml Makefile
+	$(call venv,.venvs/corpus,$(JAX),$(EXTRAS_OTHERS)$(comma)corpus)
 
 demo: $(STAMP)
 	$(VENV)/bin/pallas-verify backends
@@ -62,6 +69,10 @@ test-jax: $(STAMP) $(foreach v,$(JAX_OTHERS),.venvs/jax-$(v)/.installed)
 	done
 	@echo "== the JAX-version matrix from $(VENV) (jax $(JAX))"
 	$(PY) tests/run_suite.py -n $(PYTEST_WORKERS) --dist loadgroup -m jax_versions
+
+# The corpus's recorded verdicts (tests/catalog/test_thirdparty.py), with its libraries.
+test-corpus: .venvs/corpus/.installed
+	.venvs/corpus/bin/python -m pytest tests/catalog/test_thirdparty.py -q
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run

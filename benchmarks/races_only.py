@@ -40,11 +40,11 @@ CASES: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
 
 
 def _spec(name: str) -> Any:
-    from pallas_verify.campaigns.conformance import bundled_specs
+    from pallas_verify.campaigns.conformance import registered_specs
     from reference_kernels.mutants import mutants
 
     found = {m.name: m.spec for m in mutants()} | {m.twin.name: m.twin for m in mutants()}
-    return found[name] if name in found else bundled_specs(name)[0]
+    return found[name] if name in found else registered_specs(name)[0]
 
 
 def _example(spec: Any, overrides: dict[str, Any]) -> tuple[dict[str, Any], tuple[Any, ...]]:

@@ -217,8 +217,8 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     if getattr(args, "jax", None) or getattr(args, "jax_env", None):
         return _cmd_versions(args)
     from pallas_verify.campaigns.conformance import (
-        bundled_specs,
         ensure_host_devices,
+        registered_specs,
         run_conformance,
         user_specs,
     )
@@ -232,12 +232,15 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
 
     generated_s = 0.0 if args.generated.strip() in ("0", "") else parse_budget(args.generated)
     with CampaignOutput(args.out, command=args.command, formats=("json", "md", "html", "xml")) as out:
-        specs = user_specs(args.targets, args.kernels) if getattr(args, "targets", None) else bundled_specs(args.kernels)
+        invalid: list[dict[str, str]] = []
+        named = getattr(args, "targets", None)
+        specs = user_specs(args.targets, args.kernels) if named else registered_specs(args.kernels, invalid)
         live = MatrixProgress(sys.stderr, total=len(specs))
         with execution.make(args.executor, workers=_workers(args, 1), address=args.ray_address) as executor:
             report = run_conformance(specs, backends=args.backends, max_examples=args.max_examples,
                                      profile=args.profile, out_dir=args.out, executor=executor,
-                                     generated_s=generated_s, write=out.write, progress=live.line, status=live.tick)
+                                     generated_s=generated_s, write=out.write, progress=live.line, status=live.tick,
+                                     invalid=invalid)
         live.close()
         print_matrix(report)
         if out.write(report):

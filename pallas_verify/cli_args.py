@@ -54,13 +54,13 @@ def _conformance_parser(sub: argparse._SubParsersAction) -> None:
     from pallas_verify.campaigns.conformance import DEMO_KERNELS
 
     for name, help_text, kernels, out in (
-        ("conformance", "the feature x backend matrix of the bundled kernels", "*", "pv-out/conformance"),
+        ("conformance", "the feature x backend matrix of the registered kernels", "*", "pv-out/conformance"),
         ("demo", "verify a few bundled kernels on every available backend", ",".join(DEMO_KERNELS), "pv-out/demo"),
     ):
         cmd = sub.add_parser(name, help=help_text)
         if name == "conformance":
             cmd.add_argument("targets", nargs="*", metavar="TARGET",
-                             help="spec files or modules (FILE.py, MODULE; default: the bundled kernels)")
+                             help="spec files or modules (FILE.py, MODULE; default: every kernel registered under the entry-point group pallas_verify.kernels)")
         cmd.add_argument("--kernels", default=kernels, metavar="PATTERN", help="fnmatch pattern(s), comma-separated")
         cmd.add_argument("--backends", default=None, help="comma-separated backend names (default: all)")
         cmd.add_argument("--max-examples", type=_count, default=3, metavar="N")
@@ -107,7 +107,7 @@ def _fuzz_parser(sub: argparse._SubParsersAction) -> None:
 
     fuzz = sub.add_parser("fuzz", help="spend a time budget searching many kernels x backends (nightly)")
     fuzz.add_argument("targets", nargs="*", metavar="TARGET",
-                      help="spec files or modules (default: the bundled catalog and upstream wrappers)")
+                      help="spec files or modules (default: every kernel registered under the entry-point group pallas_verify.kernels)")
     fuzz.add_argument("--kernels", default="*", metavar="PATTERN", help="fnmatch pattern over spec names")
     fuzz.add_argument("--backends", default=None, help="comma-separated backend names (default: all available)")
     fuzz.add_argument("--budget", default="30m", help="wall-time budget, e.g. 90s, 30m, 1h30m (default 30m)")

@@ -17,7 +17,7 @@ from typing import Any
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.spec import KernelSpec
 
-__all__ = ["import_answer", "load_spec", "load_specs", "spec_ref"]
+__all__ = ["import_answer", "load_spec", "load_specs", "one_line", "spec_ref"]
 
 _REFS: dict[int, str] = {}
 
@@ -37,7 +37,7 @@ def _import_file(path: Path) -> ModuleType:
         module_spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[name]
-        raise InvalidArgument(f"spec file {str(path)!r} cannot be imported: {_one_line(exc, path)}; "
+        raise InvalidArgument(f"spec file {str(path)!r} cannot be imported: {one_line(exc, path)}; "
                               "fix the file and run again.") from exc
     except BaseException:
         del sys.modules[name]
@@ -58,11 +58,11 @@ def _module(where: str) -> ModuleType:
     except ModuleNotFoundError as exc:
         raise InvalidArgument(f"cannot import module {where!r}: {exc}.") from exc
     except Exception as exc:
-        raise InvalidArgument(f"module {where!r} cannot be imported: {_one_line(exc)}; "
+        raise InvalidArgument(f"module {where!r} cannot be imported: {one_line(exc)}; "
                               "fix the module and run again.") from exc
 
 
-def _one_line(exc: BaseException, path: Path | None = None) -> str:
+def one_line(exc: BaseException, path: Path | None = None) -> str:
     """``Type: message`` on one line, with where it was raised in ``path`` when known."""
     import traceback
 

@@ -57,13 +57,16 @@ def resolve(names: Sequence[str] | None) -> list[Backend]:
 def skip_reason(spec: KernelSpec, backend: Backend) -> Skip | None:
     """Why ``spec`` does not run on ``backend`` here, or None when it runs.
 
-    ``skipped``: the backend is not available on this machine, serves platforms the
+    ``skipped``: the kernel cannot run here at all (its function says why:
+    ``kernel.unavailable``, e.g. the library it wraps is not installed), the backend is
+    not available on this machine, serves platforms the
     kernel does not target, compiles for one device a kernel that needs several, compiles
     in a worker that could not load the spec, or the kernel needs more devices than this
     process has (a kernel function says how many it needs: ``kernel.required_devices``).
     ``unsupported``: the spec declares the backend unsupported.
     """
-    reason = backend.available()
+    missing = getattr(spec.kernel, "unavailable", None)
+    reason = (missing if isinstance(missing, str) and missing else None) or backend.available()
     if reason is None and not backend.platforms & set(spec.platforms):
         reason = f"{backend.name} serves {sorted(backend.platforms)}; the kernel targets {list(spec.platforms)}"
     devices = getattr(spec.kernel, "required_devices", 1)

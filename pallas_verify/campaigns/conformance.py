@@ -1,4 +1,6 @@
-"""The conformance suite: every catalog and upstream kernel on every backend.
+"""The conformance suite: every registered kernel (the catalog, the upstream wrappers, the
+third-party corpus and any library registered under ``pallas_verify.kernels``) on every
+backend.
 
 The result is the feature x backend matrix: one cell per (kernel, backend[, transform]),
 each pass, fail (with the finding), unsupported (with the reason), skipped (backend not
@@ -42,7 +44,7 @@ from pallas_verify.reports.report import (
 )
 from pallas_verify.spec import KernelSpec
 
-__all__ = ["DEMO_KERNELS", "HOST_DEVICES", "bundled_specs", "ensure_host_devices", "run_conformance"]
+__all__ = ["DEMO_KERNELS", "HOST_DEVICES", "ensure_host_devices", "registered_specs", "run_conformance"]
 
 # What `make demo` verifies: a ragged elementwise kernel, a tiled matmul with an
 # accumulator, a row softmax, a portable kernel (TPU and GPU backends) and a plgpu.kernel
@@ -63,15 +65,23 @@ def ensure_host_devices(environ: MutableMapping[str, str] = os.environ) -> None:
         environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={HOST_DEVICES}".strip()
 
 
-def bundled_specs(pattern: str = "*") -> list[KernelSpec]:
-    """Catalog and upstream specs whose names match ``pattern`` (fnmatch; ``a,b`` for several)."""
-    from reference_kernels import catalog
-    from reference_kernels.upstream import upstream
+def registered_specs(pattern: str = "*", invalid: list[dict[str, str]] | None = None) -> list[KernelSpec]:
+    """The specs kernel libraries register (``registered``: the ``pallas_verify.kernels``
+    entry points, this project's catalog among them) whose names match ``pattern`` (fnmatch;
+    ``a,b`` for several). An entry point or module that cannot be loaded goes to
+    ``invalid`` (``{"target", "reason"}``); without ``invalid`` it raises."""
+    from pallas_verify.registered import registered_specs as every
 
+    bad: list[dict[str, str]] = []
     patterns = [p for p in pattern.split(",") if p]
-    specs = [s for s in [*catalog(), *upstream()] if any(fnmatch.fnmatchcase(s.name, p) for p in patterns)]
-    if not specs:
-        raise InvalidArgument(f"--kernels {pattern!r} matches no bundled kernel; try '*' or e.g. 'matmul*'.")
+    found = every(bad)
+    if bad and invalid is None:
+        raise InvalidArgument("\n".join(f"{b['target']}: {b['reason']}" for b in bad))
+    if invalid is not None:
+        invalid += bad
+    specs = list({id(s): s for _, s in found if any(fnmatch.fnmatchcase(s.name, p) for p in patterns)}.values())
+    if not specs and not bad:
+        raise InvalidArgument(f"--kernels {pattern!r} matches no registered kernel; try '*' or e.g. 'matmul*'.")
     return specs
 
 
@@ -101,6 +111,7 @@ def run_conformance(
     generated_s: float = 0.0,
     write: Callable[[Report], Any] | None = None,
     status: Callable[[int, Sequence[str]], Any] | None = None,
+    invalid: Sequence[dict[str, str]] = (),
 ) -> Report:
     """Verify each spec on each backend; the Report's results are the matrix.
 
@@ -110,13 +121,14 @@ def run_conformance(
     programs" row (programs run, pass, divergences per TPU-capable backend). ``progress``
     gets a line per finished kernel; ``write`` is called with the report so far after
     every unit (``campaigns.output``); ``status`` (if given) hears, while units run, how
-    many kernels finished and which run now. SIGINT and SIGTERM stop the units run on an
+    many kernels finished and which run now. ``invalid`` (what ``registered_specs`` could not
+    load) is the report's from the start. SIGINT and SIGTERM stop the units run on an
     executor cleanly (``report.interrupted``).
     """
     from pallas_verify.backends import registry
 
     names = [b.name for b in registry.resolve(backends)]
-    report = Report(backends=names, profile=profile)
+    report = Report(backends=names, profile=profile, invalid=[dict(i) for i in invalid])
     started = time.perf_counter()
     if executor is not None:
         report.executor = executor.name
@@ -189,6 +201,7 @@ def _run_units(specs: Sequence[KernelSpec], names: list[str], max_examples: int,
                     status(len(run.parts), [w.tag for w in units.running()])
                 if arrived:
                     snapshot = run.assemble()
+                    snapshot.invalid[:0] = report.invalid
                     snapshot.run = {**run.account(units), "finished": False}
                     write(snapshot)
         finally:

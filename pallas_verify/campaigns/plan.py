@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pallas_verify.errors import InvalidArgument, check_positive_int
+from pallas_verify.registered import GROUP, registered_specs
 from pallas_verify.reports.report import BackendResult, Report, kernel_entry
 
 if TYPE_CHECKING:
     from pallas_verify.execution import Executor
 
-__all__ = ["IMPORT_LIMIT_S", "Cell", "FuzzOptions", "catalog_modules", "fuzz_specs", "plan"]
+__all__ = ["IMPORT_LIMIT_S", "Cell", "FuzzOptions", "fuzz_specs", "plan"]
 
 #: The most seconds a spec file may take to import (and never more than the budget).
 IMPORT_LIMIT_S = 300.0
@@ -27,7 +28,8 @@ class FuzzOptions:
 
     Attributes:
       targets: spec references (FILE.py, FILE.py::NAME, MODULE, MODULE:NAME); default
-        () = the bundled catalog and upstream wrappers.
+        () = every module registered under the ``pallas_verify.kernels`` entry points
+        (``registered``; this project's catalog, upstream wrappers and corpus among them).
       kernels: fnmatch pattern over spec names; default "*".
       backends: backend names; default None = every available backend.
       budget_s: wall-time budget of the search in seconds (importing the spec files and
@@ -92,41 +94,43 @@ def fuzz_specs(options: FuzzOptions, invalid: list[dict[str, str]]) -> list[tupl
 
     Each target named (a user's spec file or module) is imported in a worker process
     first (``execution.imports``): one that exits, aborts, hangs or raises at import is
-    listed in ``invalid`` (``{"target", "reason"}``) and the others still run. The
-    bundled catalog is imported directly.
+    listed in ``invalid`` (``{"target", "reason"}``) and the others still run. Without
+    targets, the registered modules are imported here (``registered``); an entry point or
+    module that cannot be loaded is listed in ``invalid`` the same way.
     """
     from pallas_verify import loader
     from pallas_verify.execution.isolation import Worker
 
-    refs = list(options.targets) or catalog_modules()
-    found, seen = [], set()
-    probe = Worker() if options.targets else None
-    try:
-        for ref in refs:
-            specs = _load(ref, probe, min(options.budget_s, IMPORT_LIMIT_S), invalid)
-            for spec in specs:
-                if fnmatch.fnmatchcase(spec.name, options.kernels) and spec.name not in seen:
-                    seen.add(spec.name)
-                    found.append((loader.spec_ref(spec), spec))
-    finally:
-        if probe is not None:
+    if options.targets:
+        probe = Worker()
+        try:
+            loaded = [s for ref in options.targets
+                      for s in _load(ref, probe, min(options.budget_s, IMPORT_LIMIT_S), invalid)]
+        finally:
             probe.close()
+        where = list(options.targets)
+    else:
+        loaded = [spec for _, spec in registered_specs(invalid)]
+        where = [f"the modules registered under {GROUP!r}"]
+    found, seen = [], set()
+    for spec in loaded:
+        if fnmatch.fnmatchcase(spec.name, options.kernels) and spec.name not in seen:
+            seen.add(spec.name)
+            found.append((loader.spec_ref(spec), spec))
     if not found:
         if invalid:
             raise InvalidArgument("\n".join(i["reason"] for i in invalid))
-        raise InvalidArgument(f"kernels={options.kernels!r} matches no KernelSpec in {refs}.")
+        raise InvalidArgument(f"kernels={options.kernels!r} matches no KernelSpec in {', '.join(where)}.")
     return found
 
 
 def _load(ref: str, probe: Any, limit_s: float, invalid: list[dict[str, str]]) -> list[Any]:
-    """The specs ``ref`` holds; with ``probe``, imported there first, and a failure listed
-    in ``invalid`` instead of raised."""
+    """The specs ``ref`` holds, imported in ``probe`` first; a failure listed in
+    ``invalid`` instead of raised."""
     from pallas_verify import loader
     from pallas_verify.errors import InvalidSpec
     from pallas_verify.execution.imports import check_import
 
-    if probe is None:
-        return loader.load_specs(ref)
     why = check_import(ref, limit_s=limit_s, worker=probe)
     if why is None:
         try:
@@ -135,19 +139,6 @@ def _load(ref: str, probe: Any, limit_s: float, invalid: list[dict[str, str]]) -
             why = str(exc)
     invalid.append({"target": ref, "reason": why})
     return []
-
-
-def catalog_modules() -> list[str]:
-    """The modules of the bundled catalog and of the upstream wrappers."""
-    import importlib
-
-    modules = []
-    for package in ("reference_kernels", "reference_kernels.upstream"):
-        names = getattr(importlib.import_module(package), "MODULES", ())
-        modules += [f"{package}.{name}" for name in names]
-    if not modules:
-        raise InvalidArgument("the bundled catalog lists no modules; name spec files or modules to fuzz.")
-    return modules
 
 
 def plan(options: FuzzOptions, report: Report, executor: Executor) -> list[Cell]:

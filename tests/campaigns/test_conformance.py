@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from pallas_verify.campaigns.conformance import HOST_DEVICES, bundled_specs, ensure_host_devices
+from pallas_verify.campaigns.conformance import HOST_DEVICES, ensure_host_devices, registered_specs
 from pallas_verify.errors import InvalidArgument
 
 
@@ -23,11 +23,11 @@ def test_host_devices_are_requested_unless_the_user_chose():
 
 
 def test_kernel_patterns_select_bundled_specs():
-    names = {s.name for s in bundled_specs("matmul_f32,upstream_tpu_*")}
+    names = {s.name for s in registered_specs("matmul_f32,upstream_tpu_*")}
     assert "matmul_f32" in names and "upstream_tpu_flash_attention" in names
-    assert len(bundled_specs("*")) >= 25
-    with pytest.raises(InvalidArgument, match="--kernels 'nope' matches no bundled kernel"):
-        bundled_specs("nope")
+    assert len(registered_specs("*")) >= 25
+    with pytest.raises(InvalidArgument, match="--kernels 'nope' matches no registered kernel"):
+        registered_specs("nope")
 
 
 @pytest.mark.gpu_interpret
@@ -43,7 +43,7 @@ def test_conformance_with_its_default_kernels_loads_and_runs_every_bundled_spec(
     )
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.splitlines()
-    assert f"[1/{len(bundled_specs())}] ragged_add: 2 PASS, 2 skip" in lines  # progress: a line per kernel
+    assert f"[1/{len(registered_specs())}] ragged_add: 2 PASS, 2 skip" in lines  # progress: a line per kernel
     header = next(i for i, line in enumerate(lines) if line.startswith("kernel "))
     assert lines[header].split() == ["kernel", "interpret", "gpu_interpret"]
     rows = [line.split() for line in lines[header + 1:lines.index("", header)]]
@@ -54,7 +54,7 @@ def test_conformance_with_its_default_kernels_loads_and_runs_every_bundled_spec(
     assert "SKIPPED" not in run.stdout
     report = json.loads((tmp_path / "report.json").read_text())
     cells = {k["name"]: k["results"] for k in report["kernels"]}
-    assert set(cells) == {s.name for s in bundled_specs()}
+    assert set(cells) == {s.name for s in registered_specs()}
     assert cells["upstream_gpu_layer_norm"]["interpret"]["status"] == "pass"  # its kernel wraps jax's
     assert cells["ring_permute"]["interpret"]["status"] in ("pass", "unsupported")  # 4 host devices were set up
     assert cells["ring_permute"]["interpret"]["examples"] == 1

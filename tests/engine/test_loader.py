@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from pallas_verify.campaigns.conformance import bundled_specs
+from pallas_verify.campaigns.conformance import registered_specs
 from pallas_verify.loader import load_spec, spec_ref
 
 _MODULE = '''
@@ -48,13 +48,13 @@ def test_a_spec_whose_kernel_wraps_another_librarys_function_is_found_in_its_own
 
 
 def test_a_spec_remembers_the_module_that_built_it_not_dataclasses_replace():
-    spec = bundled_specs("ragged_add")[0]
+    spec = registered_specs("ragged_add")[0]
     assert spec.module == "reference_kernels.elementwise"
     assert dataclasses.replace(spec, name="copy").module == __name__
 
 
 def test_every_bundled_spec_has_a_reference_that_loads_the_same_spec():
-    for spec in bundled_specs():
+    for spec in registered_specs():
         ref = spec_ref(spec)
         assert ref is not None, spec.name
         assert load_spec(ref) is spec, ref

@@ -20,7 +20,8 @@ ROOT = Path(pallas_verify.__file__).parent
 #: Layers, lowest first: (name, module prefixes). docs/design.md says what each owns.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("model", ("errors", "exits", "choices", "keys", "spec", "findings", "signatures", "precision", "tolerance",
-               "case", "loader", "profiles", "interrupts", "reports.report", "backends.families", "_env")),
+               "case", "loader", "registered", "profiles", "interrupts", "reports.report", "backends.families",
+               "_env")),
     ("jax facts", ("_jax_compat", "reference")),
     ("judging and running one case", ("oracles", "grid", "transforms", "backends", "attribution")),
     ("leaving the process", ("execution",)),
