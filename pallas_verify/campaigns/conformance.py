@@ -100,6 +100,7 @@ def run_conformance(
     generated_s: float = 0.0,
     write: Callable[[Report], Any] | None = None,
     status: Callable[[int, Sequence[str]], Any] | None = None,
+    seed: int | None = None,
 ) -> Report:
     """Verify each spec on each backend; the Report's results are the matrix.
 
@@ -110,37 +111,42 @@ def run_conformance(
     gets a line per finished kernel; ``write`` is called with the report so far after
     every unit (``campaigns.output``); ``status`` (if given) hears, while units run, how
     many kernels finished and which run now. SIGINT and SIGTERM stop the units run on an
-    executor cleanly (``report.interrupted``).
+    executor cleanly (``report.interrupted``). ``seed``: what every spec's search draws
+    from (``choices.run_seed``: 0 under the ci profile when None); the report records it,
+    and the same seed repeats the run.
     """
     from pallas_verify.backends import registry
+    from pallas_verify.choices import run_seed
 
     names = [b.name for b in registry.resolve(backends)]
-    report = Report(backends=names, profile=profile)
+    seed = run_seed(seed, profile)
+    report = Report(backends=names, profile=profile, seed=seed)
     started = time.perf_counter()
     if executor is not None:
         report.executor = executor.name
         _run_units(specs, names, max_examples, profile, Path(out_dir) / "repro", executor, report, progress,
-                   write or (lambda _: None), status)
+                   write or (lambda _: None), status, seed)
     else:
-        _run_here(specs, names, max_examples, profile, Path(out_dir) / "repro", report, progress)
+        _run_here(specs, names, max_examples, profile, Path(out_dir) / "repro", report, progress, seed)
     if generated_s > 0 and not report.interrupted:
-        report.merge(_generated_row(names, generated_s, Path(out_dir) / "generated", progress))
+        report.merge(_generated_row(names, generated_s, Path(out_dir) / "generated", progress, seed))
     report.seconds = time.perf_counter() - started
     return report
 
 
 def _run_here(specs: Sequence[KernelSpec], names: list[str], max_examples: int, profile: str, repro: Path,
-              report: Report, progress: Callable[[str], Any]) -> None:
+              report: Report, progress: Callable[[str], Any], seed: int) -> None:
     """Every spec in this process, one after another."""
     from pallas_verify.engine import verify
 
     for done, spec in enumerate(specs, 1):
-        part = verify(spec, names, max_examples, profile=profile, out_dir=repro)
+        part = verify(spec, names, max_examples, seed, profile=profile, out_dir=repro)
         report.merge(part)
         progress(f"[{done}/{len(specs)}] {spec.name}: {tally(part.results)}")
 
 
-def _generated_row(names: Sequence[str], budget_s: float, out_dir: Path, progress: Callable[[str], Any]) -> Report:
+def _generated_row(names: Sequence[str], budget_s: float, out_dir: Path, progress: Callable[[str], Any],
+                   seed: int) -> Report:
     from pallas_verify.backends import registry
     from pallas_verify.campaigns.smith.campaign import (
         GENERATED,
@@ -151,14 +157,16 @@ def _generated_row(names: Sequence[str], budget_s: float, out_dir: Path, progres
 
     tpu = tuple(n for n in names if "tpu" in registry.get(n).platforms and registry.get(n).available() is None)
     # One batch at a time from this process: its interpreters' worker is already warm.
-    part = conformance_rows(smith(SmithOptions(backends=tpu, budget_s=budget_s, out_dir=out_dir, workers=1)))
+    part = conformance_rows(smith(SmithOptions(backends=tpu, budget_s=budget_s, out_dir=out_dir, workers=1,
+                                                   seed=seed)))
     progress(f"{GENERATED}: " + ", ".join(f"{cell_key(r)}={r.status} ({r.reason})" for r in part.results))
     return part
 
 
 def _run_units(specs: Sequence[KernelSpec], names: list[str], max_examples: int, profile: str, repro: Path,
                executor: Executor, report: Report, progress: Callable[[str], Any],
-               write: Callable[[Report], Any], status: Callable[[int, Sequence[str]], Any] | None = None) -> None:
+               write: Callable[[Report], Any], status: Callable[[int, Sequence[str]], Any] | None = None,
+               seed: int | None = None) -> None:
     """Every spec as a unit on ``executor``; parts merged in spec order as they come back."""
     from pallas_verify.campaigns.stop import StopOnSignal
     from pallas_verify.loader import spec_ref
@@ -170,7 +178,7 @@ def _run_units(specs: Sequence[KernelSpec], names: list[str], max_examples: int,
         if ref is None:
             raise InvalidArgument(f"spec {spec.name!r} cannot be loaded by reference; define it at module level.")
         waiting.append(Work(entry="pallas_verify.campaigns.units:run_spec", kind="verify", spec_ref=ref,
-                            tag=spec.name, backends=tuple(names), max_examples=max_examples,
+                            tag=spec.name, backends=tuple(names), max_examples=max_examples, seed=seed,
                             params={"profile": profile}, env=env, limit_s=3600.0))
     run = _Matrix(specs=list(specs), names=names, base=report)
     units = Units(executor, repro, flat=True)
@@ -247,7 +255,8 @@ class _Matrix:
 
     def assemble(self) -> Report:
         """The report so far: finished parts, and placeholders for the rest."""
-        out = Report(backends=list(self.base.backends), profile=self.base.profile, executor=self.base.executor)
+        out = Report(backends=list(self.base.backends), profile=self.base.profile, executor=self.base.executor,
+                     seed=self.base.seed)
         for spec in self.specs:
             out.merge(self.parts.get(spec.name) or _unfinished(spec, self.names, "not reached yet",
                                                                self.found.get(spec.name, [])))
