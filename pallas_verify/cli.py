@@ -233,6 +233,7 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     generated_s = 0.0 if args.generated.strip() in ("0", "") else parse_budget(args.generated)
     with CampaignOutput(args.out, command=args.command, formats=("json", "md", "html", "xml")) as out:
         specs = user_specs(args.targets, args.kernels) if getattr(args, "targets", None) else bundled_specs(args.kernels)
+        planted = _planted(args)
         live = MatrixProgress(sys.stderr, total=len(specs))
         seed = run_seed(args.seed, args.profile)
         print(f"pallas-verify {args.command}: seed={seed} (repeat this run with --seed {seed})", flush=True)
@@ -240,7 +241,7 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
             report = run_conformance(specs, backends=args.backends, max_examples=args.max_examples,
                                      profile=args.profile, out_dir=args.out, executor=executor,
                                      generated_s=generated_s, write=out.write, progress=live.line, status=live.tick,
-                                     seed=seed)
+                                     seed=seed, planted=planted)
         live.close()
         print_matrix(report)
         if out.write(report):
@@ -250,6 +251,16 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
             print(f"pallas-verify: error: the report could not be written under {args.out} ({out.error})",
                   file=sys.stderr)
     return campaign_status(report)
+
+
+def _planted(args: argparse.Namespace) -> list:
+    """conformance --planted: the planted-bug rows (default: all, for the bundled kernels only)."""
+    from pallas_verify.campaigns.sanitizer import planted_rows
+
+    pattern = getattr(args, "planted", None)
+    if pattern is None:
+        pattern = "" if getattr(args, "targets", None) or args.command != "conformance" else "*"
+    return planted_rows(pattern) if pattern else []
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:

@@ -73,6 +73,10 @@ def _conformance_parser(sub: argparse._SubParsersAction) -> None:
                          help="add a 'generated programs' row: a smith campaign of this budget, e.g. 5m (default 0: none)")
         _executor_options(cmd, workers_default="1")
         if name == "conformance":
+            cmd.add_argument("--planted", default=None, metavar="PATTERN",
+                             help="planted-bug kernels run as rows with their expected verdicts (sanitizer "
+                                  "conformance), fnmatch pattern(s); default '*' for the bundled kernels, none "
+                                  "for spec files; '' for none")
             _jax_options(cmd)
 
 

@@ -17,6 +17,8 @@ from collections.abc import Callable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pallas_verify.campaigns.sanitizer import Planted
+from pallas_verify.campaigns.sanitizer import judge as judge_planted
 from pallas_verify.campaigns.units import (
     Arrival,
     Found,
@@ -101,6 +103,8 @@ def run_conformance(
     write: Callable[[Report], Any] | None = None,
     status: Callable[[int, Sequence[str]], Any] | None = None,
     seed: int | None = None,
+    planted: Sequence[Planted] = (),
+    isolate: str = "auto",
 ) -> Report:
     """Verify each spec on each backend; the Report's results are the matrix.
 
@@ -113,7 +117,9 @@ def run_conformance(
     many kernels finished and which run now. SIGINT and SIGTERM stop the units run on an
     executor cleanly (``report.interrupted``). ``seed``: what every spec's search draws
     from (``choices.run_seed``: 0 under the ci profile when None); the report records it,
-    and the same seed repeats the run.
+    and the same seed repeats the run. ``planted``: planted-bug kernels run as rows beside
+    ``specs``, each judged by its expected verdicts (``campaigns.sanitizer``). ``isolate``:
+    ``verify``'s, for the specs run in this process (no ``executor``).
     """
     from pallas_verify.backends import registry
     from pallas_verify.choices import run_seed
@@ -121,26 +127,30 @@ def run_conformance(
     names = [b.name for b in registry.resolve(backends)]
     seed = run_seed(seed, profile)
     report = Report(backends=names, profile=profile, seed=seed)
+    specs = [*specs, *(row.spec for row in planted)]
     started = time.perf_counter()
     if executor is not None:
         report.executor = executor.name
         _run_units(specs, names, max_examples, profile, Path(out_dir) / "repro", executor, report, progress,
                    write or (lambda _: None), status, seed)
     else:
-        _run_here(specs, names, max_examples, profile, Path(out_dir) / "repro", report, progress, seed)
+        _run_here(specs, names, max_examples, profile, Path(out_dir) / "repro", report, progress, seed, isolate)
     if generated_s > 0 and not report.interrupted:
         report.merge(_generated_row(names, generated_s, Path(out_dir) / "generated", progress, seed))
+    if planted:
+        judge_planted(report, planted, out_dir=Path(out_dir) / "repro", seed=seed, max_examples=max_examples,
+                      profile=profile)
     report.seconds = time.perf_counter() - started
     return report
 
 
 def _run_here(specs: Sequence[KernelSpec], names: list[str], max_examples: int, profile: str, repro: Path,
-              report: Report, progress: Callable[[str], Any], seed: int) -> None:
+              report: Report, progress: Callable[[str], Any], seed: int, isolate: str = "auto") -> None:
     """Every spec in this process, one after another."""
     from pallas_verify.engine import verify
 
     for done, spec in enumerate(specs, 1):
-        part = verify(spec, names, max_examples, seed, profile=profile, out_dir=repro)
+        part = verify(spec, names, max_examples, seed, profile=profile, out_dir=repro, isolate=isolate)
         report.merge(part)
         progress(f"[{done}/{len(specs)}] {spec.name}: {tally(part.results)}")
 
