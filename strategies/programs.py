@@ -66,8 +66,8 @@ from strategies._skeletons import (
 )
 from strategies.arrays import arrays
 
-__all__ = ["PROGRAM_DTYPES", "REDUCTIONS", "SKELETONS", "VALUE_RANGES", "input_values", "pallas_programs",
-           "program_hazards", "program_inputs", "program_productions", "role_shape"]
+__all__ = ["PROGRAM_DTYPES", "REDUCTIONS", "SKELETONS", "VALUE_RANGES", "batched_shape", "input_values", "pallas_programs",
+           "program_hazards", "program_inputs", "program_productions", "program_vmaps", "role_shape"]
 
 SKELETONS = ("map", "reduce", "accumulate", "matmul", "loop", "dma")
 #: How often each skeleton is drawn, relative to the others: the ones with the most surface
@@ -81,13 +81,14 @@ Program = dict[str, Any]
 
 
 def pallas_programs(*, skeletons: tuple[str, ...] = SKELETONS, max_grid_points: int = 8,
-                    max_depth: int = 3, masked_loads: bool = False) -> st.SearchStrategy[Program]:
+                    max_depth: int = 3, masked_loads: bool = False, vmap: bool = True) -> st.SearchStrategy[Program]:
     """Programs (dicts, see the module docstring) of the given ``skeletons``, valid by
     construction for Mosaic TPU and the TPU-capable interpreters, with at most
     ``max_grid_points`` grid points (TPU interpret mode costs about 10 ms each) and
     expressions at most ``max_depth`` deep. ``masked_loads``: also draw ``pltpu.load``
-    with a mask (TPU interpret mode, JAX 0.12, cannot run it). Shrinks toward the first
-    skeleton, one block, float32 and the identity expression."""
+    with a mask (TPU interpret mode, JAX 0.12, cannot run it). ``vmap``: sometimes run
+    the whole program under ``jax.vmap`` (``program["vmap"]``; not ``dma``). Shrinks toward
+    the first skeleton, one block, float32, the identity expression and no vmap."""
     unknown = [s for s in skeletons if s not in SKELETONS]
     if unknown or not skeletons:
         from strategies.errors import InvalidStrategyValue
@@ -97,7 +98,7 @@ def pallas_programs(*, skeletons: tuple[str, ...] = SKELETONS, max_grid_points: 
     weighted = tuple(s for s in SKELETONS for _ in range(_WEIGHTS[s]) if s in skeletons)
 
     @st.composite
-    def draw_program(draw: st.DrawFn) -> Program:
+    def draw_skeleton(draw: st.DrawFn) -> Program:
         skeleton = draw(st.sampled_from(weighted))
         if skeleton == "map":
             return draw_map(draw, max_grid_points, max_depth, masked_loads)
@@ -109,12 +110,47 @@ def pallas_programs(*, skeletons: tuple[str, ...] = SKELETONS, max_grid_points: 
             return draw_loop(draw, max_grid_points, max_depth, masked_loads)
         return draw_dma(draw, max_grid_points, max_depth)
 
+    @st.composite
+    def draw_program(draw: st.DrawFn) -> Program:
+        program = draw(draw_skeleton())
+        return {**program, "vmap": draw(program_vmaps(program)) if vmap and program["skeleton"] != "dma" else None}
+
     return draw_program()
 
 
+def program_vmaps(program: Program) -> st.SearchStrategy[tuple | None]:
+    """None (about two times in three), or ``jax.vmap`` of the whole program (kernel and
+    reference alike): ``(batch, in_axes, out_axis)``, each input batched along a drawn
+    axis or not at all (at least one is batched), every output along ``out_axis``.
+    Shrinks toward None, then toward axis 0 everywhere."""
+
+    @st.composite
+    def draw_vmap(draw: st.DrawFn) -> tuple | None:
+        if draw(st.integers(0, 2)) < 2:
+            return None
+        axes = [draw(st.integers(0, len(shape)) | st.none()) for shape, _, _ in program["inputs"]]
+        if all(a is None for a in axes):
+            axes[0] = 0
+        out_axis = draw(st.integers(0, len(program["outputs"][0][0])))
+        return (draw(st.integers(2, 3)), tuple(axes), out_axis)
+
+    return draw_vmap()
+
+
+def batched_shape(shape: tuple[int, ...], vmap: tuple | None, k: int) -> tuple[int, ...]:
+    """The shape of input ``k`` (``shape`` per example) under the program's ``vmap``."""
+    if vmap is None or vmap[1][k] is None:
+        return tuple(shape)
+    batch, axes, _ = vmap
+    return (*shape[:axes[k]], batch, *shape[axes[k]:])
+
+
 def program_inputs(program: Program) -> st.SearchStrategy[tuple[Any, ...]]:
-    """Input arrays for ``program``, each from its own ``input_values`` range."""
-    return st.tuples(*(input_values(shape=shape, dtype=dtype) for shape, dtype, _ in program["inputs"]))
+    """Input arrays for ``program``, each from its own ``input_values`` range (batched
+    along its axis under the program's ``vmap``)."""
+    vmap = program.get("vmap")
+    return st.tuples(*(input_values(shape=batched_shape(shape, vmap, k), dtype=dtype)
+                       for k, (shape, dtype, _) in enumerate(program["inputs"])))
 
 
 def _limits(dtype: str) -> tuple[float, float]:
@@ -172,11 +208,25 @@ def program_productions(program: Program) -> list[str]:
     for flag, name in (("alias", "input_output_aliases"), ("vmem_limit", "vmem_limit_bytes"),
                        ("table", "scalar_prefetch")):
         out += [name] if program.get(flag) else []
+    out += _vmap_productions(program)
     out += ["outputs:several"] if len(program["outputs"]) > 1 else []
     out += ["masked_store"] * any(program.get("store_masks") or ()) + ["masked_load"] * any(program.get("load_masks") or ())
     out += _skeleton_productions(program)
     for _, _, expr in program["outputs"]:
         out += expression_productions(expr, dtypes)
+    return out
+
+
+def _vmap_productions(program: Program) -> list[str]:
+    vmap = program.get("vmap")
+    if vmap is None:
+        return []
+    _, axes, out_axis = vmap
+    out = ["vmap", f"vmap:out_axis:{out_axis}", *sorted({f"vmap:in_axis:{a}" for a in axes})]
+    out += ["vmap:unbatched_input"] if None in axes else []
+    if program.get("alias"):
+        aliased = axes[0]
+        out.append("vmap:aliased:" + ("unbatched" if aliased is None else "axis_0" if aliased == 0 else "other_axis"))
     return out
 
 

@@ -300,9 +300,10 @@ def kernel_source(program: Program) -> str:
         [f"o{j}_ref" for j in range(len(program["outputs"]))] + _scratch_names(program)
     ins, outs, scratch = _specs(program)
     shapes = [f"jax.ShapeDtypeStruct({tuple(s)}, jnp.{d})" for s, d, _ in program["outputs"]]
-    params = f"dimension_semantics={tuple(program['semantics'])!r}"
-    if program.get("vmem_limit"):
-        params += f", vmem_limit_bytes={program['vmem_limit']}"
+    # Under vmap no dimension_semantics: TPU interpret mode (JAX 0.12) cannot vmap a kernel
+    # that sets them (an upstream limitation: the catalog's +vmap cells show it as n/a).
+    params = ", ".join([*([] if program.get("vmap") else [f"dimension_semantics={tuple(program['semantics'])!r}"]),
+                        *([f"vmem_limit_bytes={program['vmem_limit']}"] if program.get("vmem_limit") else [])])
     grid = tuple(program["grid"][a] for a in program["order"])
     specs = [_list_arg("in_specs", ins), _list_arg("out_specs", outs)] + ([_list_arg("scratch_shapes", scratch)]
                                                                           if scratch else [])

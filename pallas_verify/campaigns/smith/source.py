@@ -148,7 +148,15 @@ def reference_source(program: Program) -> str:
 
 def program_source(program: Program) -> str:
     """A module defining ``kernel`` and ``reference`` for ``program``."""
-    return "\n".join([HEADER, "", kernel_source(program), "", reference_source(program)])
+    return "\n".join([HEADER, "", kernel_source(program), "", reference_source(program), *_vmapped(program)])
+
+
+def _vmapped(program: Program) -> list[str]:
+    """Under the program's ``vmap``, the kernel and the reference alike, batched the same way."""
+    if not program.get("vmap"):
+        return []
+    _, axes, out_axis = program["vmap"]
+    return [f"{f} = jax.vmap({f}, in_axes={tuple(axes)!r}, out_axes={out_axis})" for f in ("kernel", "reference")] + [""]
 
 
 class Compiled:
