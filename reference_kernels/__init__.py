@@ -23,6 +23,7 @@ MODULES: tuple[str, ...] = (
     "scan",
     "transpose",
     "gather",
+    "windows",
     "control",
     "dma",
     "prng",
