@@ -163,6 +163,17 @@ def _load_masks(draw: st.DrawFn, count: int, positions: list[tuple]) -> tuple:
                   lambda: draw(st.integers(-3, 3)))
 
 
+def _overhang(draw: st.DrawFn, mask: tuple | None, block: tuple[int, ...]) -> tuple | None:
+    """A masked load of a whole block, sometimes through a window shifted ``s`` rows (along
+    the block's first dim) that overhangs the block's ref by ``s`` rows: ``(condition,
+    other, s)``; the rows past the ref's (and the array's) end are masked off. Shrinks to
+    no shift."""
+    if mask is None or block[0] < 2:
+        return mask
+    shift = draw(st.integers(0, block[0] - 1))
+    return (*mask, shift) if shift else mask
+
+
 def _rolls(shape: tuple[int, ...], tile: tuple[int, ...]) -> list[tuple[int, int]]:
     """Dims (the last two) a tile-shaped value may be rolled along: whole tiles of >= 2 elements."""
     return [(a, tile[a]) for a in range(max(0, len(shape) - 2), len(shape)) if tile[a] >= 2 and shape[a] % tile[a] == 0]
@@ -198,7 +209,7 @@ def draw_map(draw: st.DrawFn, budget: int, depth: int, masked_loads: bool) -> Pr
                                                       max_depth=1, exact=narrows(d)))[0] if masked else None
                    for d in out_dtypes)
     loads = _load_masks(draw, len(in_dtypes), positions) if masked_loads else (None,) * len(in_dtypes)
-    loads = tuple(m if r == ("identity",) else None for m, r in zip(loads, roles, strict=True))
+    loads = tuple(_overhang(draw, m, block) if r == ("identity",) else None for m, r in zip(loads, roles, strict=True))
     # TPU interpret mode (JAX 0.12) cannot alias an array that is not a whole number of
     # blocks (docs/upstream-findings.md): aliases only where the blocks tile the array.
     exact = all(n % b == 0 for n, b in zip(shape, block, strict=True))

@@ -17,7 +17,8 @@ and remainder of both signs, comparisons, casts, bitcasts, ``pltpu.roll``):
   kept across a grid axis, ``jnp.tile`` of a smaller block, a scalar-prefetch table of
   blocks: the last three also on ragged axes, masked past the array's end), 1-2 outputs,
   masked stores (``pltpu.store(..., mask=)`` over the block), masked loads with ``other``
-  (``masked_loads``: TPU interpret mode cannot run them), ``input_output_aliases``;
+  (``masked_loads``: TPU interpret mode cannot run them), sometimes through a ``pl.ds``
+  window that overhangs the block's ref (masked past its end), ``input_output_aliases``;
 - ``reduce``: sum/max/min over one of the last two dims with keepdims, one block deep,
   optionally over a valid-length prefix of each row (``mask``: the rest is filled with the
   reduction's identity by ``jnp.where``; 0 makes every row empty);
@@ -211,6 +212,8 @@ def program_productions(program: Program) -> list[str]:
     out += _vmap_productions(program)
     out += ["outputs:several"] if len(program["outputs"]) > 1 else []
     out += ["masked_store"] * any(program.get("store_masks") or ()) + ["masked_load"] * any(program.get("load_masks") or ())
+    out += ["masked_load:overhanging_window"] * any(m is not None and len(m) > 2 and m[2]
+                                                    for m in program.get("load_masks") or ())
     out += _skeleton_productions(program)
     for _, _, expr in program["outputs"]:
         out += expression_productions(expr, dtypes)

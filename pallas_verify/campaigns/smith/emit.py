@@ -146,8 +146,15 @@ def _load(program: Program, k: int, role: tuple, names: Names, ref: str, read: s
     block, x = program["block"], read or f"{ref}[...]"
     dtype = f"{ref}.dtype"
     mask = (program.get("load_masks") or (None,) * (k + 1))[k]
+    if mask is not None and len(mask) > 2 and mask[2]:  # a window overhanging the ref by s rows
+        cond, other, s = mask
+        row = f"lax.broadcasted_iota(jnp.int32, {tuple(block)}, 0)"
+        inside = f"({row} + {s} < {block[0]}) & (g0 * {block[0]} + {row} + {s} < {program['shape'][0]})"
+        return [f"c{k} = ({condition_source(cond, names)}) & {inside}",
+                f"v{k} = jnp.where(c{k}, pltpu.load({ref}.at[pl.ds(g0 * 0 + {s}, {block[0]})], mask=c{k}), "
+                f"jnp.asarray({other}, {dtype}))"]
     if mask is not None:
-        cond, other = mask
+        cond, other = mask[:2]
         return [f"c{k} = {condition_source(cond, names)}",
                 f"v{k} = jnp.where(c{k}, pltpu.load({ref}, mask=c{k}), jnp.asarray({other}, {dtype}))"]
     if role[0] == "transpose":

@@ -114,13 +114,18 @@ def _reference_lines(program: Program) -> list[str]:
     used = set().union(*(uses(p, "iota") | uses(p, "pid") | uses(p, "tbl") for p in parts))
     mask = program.get("mask")
     used |= {program["reduce"][1][-1]} if mask is not None else set()
-    used |= {0} if program.get("smem") else set()
+    used |= {0} if program.get("smem") or _overhangs(program) else set()
     lines += [f"i{a} = lax.broadcasted_iota(jnp.int32, {shape}, {a})" for a in sorted(used)]
     lines += [f"sm = i0 // {program['block'][0]} + 1"] if program.get("smem") else []
     tile = (program["step_rows"], program["block"][1]) if skeleton == "loop" else program["block"]
     names = _names(program, tile)
     for k, load in enumerate(program.get("load_masks") or ()):
-        if load is not None:
+        if load is not None and len(load) > 2 and load[2]:  # rows s further on, where they lie in the block and array
+            b0, s = program["block"][0], load[2]
+            inside = f"(i0 % {b0} + {s} < {b0}) & (i0 + {s} < {shape[0]})"
+            lines.append(f"v{k} = jnp.where(({condition_source(load[0], names)}) & {inside}, "
+                         f"jnp.roll(v{k}, -{s}, axis=0), jnp.asarray({load[1]}, v{k}.dtype))")
+        elif load is not None:
             lines.append(f"v{k} = jnp.where({condition_source(load[0], names)}, v{k}, jnp.asarray({load[1]}, v{k}.dtype))")
     if skeleton in ("reduce", "accumulate"):
         op, axes, work, post = program["reduce"]
@@ -138,6 +143,10 @@ def _reference_lines(program: Program) -> list[str]:
             value = f"jnp.where({condition_source(m[0], names)}, {value}, {out_source(expression_source(m[1], names), d, s)})"
         outs.append(value)
     return [*lines, f"return ({', '.join(outs)},)"]
+
+
+def _overhangs(program: Program) -> bool:
+    return any(m is not None and len(m) > 2 and m[2] for m in program.get("load_masks") or ())
 
 
 def reference_source(program: Program) -> str:
