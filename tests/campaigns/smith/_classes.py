@@ -1,8 +1,7 @@
 """Planted interpreter bugs by class, for measuring backend conformance. Tests only.
 
 Each bug re-plants, against the installed JAX's public behaviour, one of the classes of
-bugs JAX's Pallas interpreters and ``pallas_call`` machinery really had (class 1 has no
-planted bug here yet):
+bugs JAX's Pallas interpreters and ``pallas_call`` machinery really had:
 
 1. ``input_output_aliases`` across grid steps (reads through the aliased input of what an
    earlier step wrote, scalar-prefetch operands before the aliased one);
@@ -32,6 +31,26 @@ from jax._src.pallas.mosaic.interpret import interpret_pallas_call as tpu_interp
 from jax._src.pallas.mosaic.interpret import utils as interpret_utils
 
 from ._mutants import _swapped
+
+# -- class 1: aliasing across grid steps --------------------------------------------------
+
+
+def _alias_sync_by_operand_index() -> Any:
+    """The HLO interpreter's run with one line changed: after each grid step it syncs the
+    aliased output into the input's carry slot found by the alias's operand index, not
+    its index among the blocked inputs (off by the scalar-prefetch operands): with a
+    scalar-prefetch table the next input's slot is overwritten with the output, so later
+    steps read, through that input, what earlier steps wrote (or the aliased input)."""
+    import inspect
+    import textwrap
+
+    source = textwrap.dedent(inspect.getsource(hlo_interpreter.pallas_call_hlo_interpret))
+    line = "in_idx_adj = in_idx - len(scalars)"
+    assert source.count(line) == 1, "the installed JAX's HLO interpreter no longer syncs aliases this way"
+    namespace = dict(vars(hlo_interpreter))
+    exec(compile(source.replace(line, "in_idx_adj = in_idx"), hlo_interpreter.__file__, "exec"), namespace)
+    return namespace["pallas_call_hlo_interpret"]
+
 
 # -- class 2: the batching rule -------------------------------------------------------------
 
@@ -131,6 +150,10 @@ def _attr(owner: Any, attr: str, value: Any) -> Callable[[], contextlib.Abstract
 
 
 BUGS: dict[str, ClassBug] = {
+    "alias_sync_by_operand_index": ClassBug(1, "interpret", "syncing aliased carries across grid steps "
+                                            "(pallas_call_hlo_interpret)",
+                                            lambda: _swapped(hlo_interpreter, "pallas_call_hlo_interpret",
+                                                             _alias_sync_by_operand_index())),
     "vmap_aliased_axis_not_moved": ClassBug(2, "both", "the batching rule's aliases "
                                             "(_broadcast_input_output_aliases)",
                                             _attr(pallas_call, "_broadcast_input_output_aliases",
