@@ -18,7 +18,9 @@ and remainder of both signs, comparisons, casts, bitcasts, ``pltpu.roll``):
   blocks: the last three also on ragged axes, masked past the array's end), 1-2 outputs,
   masked stores (``pltpu.store(..., mask=)`` over the block), masked loads with ``other``
   (``masked_loads``: TPU interpret mode cannot run them), sometimes through a ``pl.ds``
-  window that overhangs the block's ref (masked past its end), ``input_output_aliases``;
+  window that overhangs the block's ref (masked past its end), ``input_output_aliases``
+  (of any input read with the identity map, its operand index after the scalar-prefetch
+  table's);
 - ``reduce``: sum/max/min over one of the last two dims with keepdims, one block deep,
   optionally over a valid-length prefix of each row (``mask``: the rest is filled with the
   reduction's identity by ``jnp.where``; 0 makes every row empty);
@@ -209,6 +211,9 @@ def program_productions(program: Program) -> list[str]:
     for flag, name in (("alias", "input_output_aliases"), ("vmem_limit", "vmem_limit_bytes"),
                        ("table", "scalar_prefetch")):
         out += [name] if program.get(flag) else []
+    if program.get("alias"):
+        out += [f"input_output_aliases:input_{program.get('alias_input', 0)}"]
+        out += ["input_output_aliases:after_scalar_prefetch"] if program.get("table") else []
     out += _vmap_productions(program)
     out += ["outputs:several"] if len(program["outputs"]) > 1 else []
     out += ["masked_store"] * any(program.get("store_masks") or ()) + ["masked_load"] * any(program.get("load_masks") or ())
@@ -228,7 +233,7 @@ def _vmap_productions(program: Program) -> list[str]:
     out = ["vmap", f"vmap:out_axis:{out_axis}", *sorted({f"vmap:in_axis:{a}" for a in axes})]
     out += ["vmap:unbatched_input"] if None in axes else []
     if program.get("alias"):
-        aliased = axes[0]
+        aliased = axes[program.get("alias_input", 0)]
         out.append("vmap:aliased:" + ("unbatched" if aliased is None else "axis_0" if aliased == 0 else "other_axis"))
     return out
 

@@ -321,8 +321,8 @@ def kernel_source(program: Program) -> str:
     else:
         call, operands = [f"        grid={grid},", *specs], args
     call.append(_list_arg("out_shape", shapes))
-    if program.get("alias"):
-        call.append(f"        input_output_aliases={{{1 if table else 0}: 0}},")
+    if program.get("alias"):  # an operand index: the scalar-prefetch table comes first
+        call.append(f"        input_output_aliases={{{program.get('alias_input', 0) + (1 if table else 0)}: 0}},")
     call.append(f"        compiler_params=pltpu.CompilerParams({params}),")
     body = ["    " + line for line in _BODIES[program["skeleton"]](program)]
     return "\n".join([f"def kernel({', '.join(args)}):", f"    def body({', '.join(refs)}):",

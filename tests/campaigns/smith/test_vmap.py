@@ -65,3 +65,4 @@ def test_every_operand_gets_a_drawn_axis_the_aliased_one_included() -> None:
                  settings=settings(database=None, max_examples=500, derandomize=True))
     assert "vmap:aliased:other_axis" in program_productions({**unbatched, "vmap": found})
     assert find(program_vmaps(unbatched), lambda v: True) is None
+
