@@ -188,14 +188,15 @@ def _common(draw: st.DrawFn, skeleton: str, order: tuple[int, ...], parallel_bef
             "order": order}
 
 
-def draw_map(draw: st.DrawFn, budget: int, depth: int, masked_loads: bool) -> Program:
+def draw_map(draw: st.DrawFn, budget: int, depth: int, masked_loads: bool, alias: bool | None = None) -> Program:
+    """``map``; ``alias``: whether input aliasing is forced (None: drawn, about one time in four)."""
     rank = draw(st.integers(1, 3))
     in_dtypes, out_dtypes = _dtypes(draw, 1, 3), _dtypes(draw, 1, 2)
     # About one program in four aliases an input (any, read with the identity map; at least
     # one other input beside it) to output 0. TPU interpret mode (JAX 0.12) cannot alias an
     # array that is not a whole number of blocks (docs/upstream-findings.md): such a
     # program's array is cut to whole blocks.
-    alias = draw(st.integers(0, 3)) == 3
+    alias = draw(st.integers(0, 3)) == 3 if alias is None else alias
     in_dtypes += [draw(DTYPE)] if alias and len(in_dtypes) == 1 else []
     shape = draw(_shapes(rank))
     tile_dtype = _tile_dtype(*in_dtypes, *out_dtypes)

@@ -75,7 +75,10 @@ __all__ = ["PROGRAM_DTYPES", "REDUCTIONS", "SKELETONS", "VALUE_RANGES", "batched
 SKELETONS = ("map", "reduce", "accumulate", "matmul", "loop", "dma")
 #: How often each skeleton is drawn, relative to the others: the ones with the most surface
 #: (index maps, masks, tables; state across steps; strided slices; DMAs) more often.
-_WEIGHTS = {"map": 3, "reduce": 1, "accumulate": 2, "matmul": 1, "loop": 2, "dma": 2}
+#: ``ALIASED``: ``map`` programs that alias an input to their output (state across grid steps
+#: through the alias, the operand index after a scalar-prefetch table), drawn on their own too.
+ALIASED = "map:aliased"
+_WEIGHTS = {"map": 3, "reduce": 1, "accumulate": 2, "matmul": 1, "loop": 2, "dma": 2, ALIASED: 2}
 VALUE_RANGES = ("mixed", "negative", "positive", "offset", "extreme")
 _OFFSETS = {"int32": (1000, -1000, 2**20, -(2**20), 2**30, -(2**30)), "int8": (50, -50, 100, -100),
             "float16": (100.0, -100.0, 2.0**10, -(2.0**10)), "float8_e4m3fn": (16.0, -16.0, 128.0, -128.0),
@@ -99,12 +102,13 @@ def pallas_programs(*, skeletons: tuple[str, ...] = SKELETONS, max_grid_points: 
         raise InvalidStrategyValue(f"pallas_programs(skeletons={skeletons!r}): choose a non-empty tuple from {SKELETONS}.")
 
     weighted = tuple(s for s in SKELETONS for _ in range(_WEIGHTS[s]) if s in skeletons)
+    weighted += (ALIASED,) * _WEIGHTS[ALIASED] if "map" in skeletons else ()
 
     @st.composite
     def draw_skeleton(draw: st.DrawFn) -> Program:
         skeleton = draw(st.sampled_from(weighted))
-        if skeleton == "map":
-            return draw_map(draw, max_grid_points, max_depth, masked_loads)
+        if skeleton in ("map", ALIASED):
+            return draw_map(draw, max_grid_points, max_depth, masked_loads, alias=True if skeleton == ALIASED else None)
         if skeleton in ("reduce", "accumulate"):
             return draw_accumulate(draw, skeleton, max_grid_points, max_depth)
         if skeleton == "matmul":
