@@ -196,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     results = kills(args.smith_budget, Path(args.out), tuple(b for b in args.bugs.split(",") if b),
                     tuple(args.campaigns.split(",")))
     old = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"bugs": {}}
-    merged = {**old, **results, "bugs": {**old.get("bugs", {}), **results["bugs"]}}
+    bugs = {name: {**old.get("bugs", {}).get(name, {}), **row} for name, row in results["bugs"].items()}
+    merged = {**old, **results, "bugs": {**old.get("bugs", {}), **bugs}}  # a bug's other campaign is kept
     RESULTS.write_text(json.dumps(merged, indent=2) + "\n")
     print(render(results))
     return 0
