@@ -24,6 +24,7 @@ MODULES: tuple[str, ...] = (
     "transpose",
     "gather",
     "windows",
+    "aliasing",
     "control",
     "dma",
     "prng",
