@@ -6,8 +6,8 @@ interpreter it lives in), two campaigns with the bug planted in this process:
 - ``smith``: a campaign on both interpreters (as ``smith --backends interpret,tpu_interpret``)
   of at most ``--smith-budget`` seconds, stopped at its first finding;
 - ``conformance``: the rows of a default conformance run (3 examples, seed 0) that
-  exercise the bug's class (``conformance_rows``: catalog kernels under vmap for class 2,
-  with masked loads or stores for class 3, then the planted-bug rows of sanitizer
+  exercise the bug's class (``conformance_rows``: catalog kernels that alias for class 1,
+  under vmap for class 2, with masked loads or stores for class 3, then the planted-bug rows of sanitizer
   conformance whose verdicts name one of the bug's interpreters), one row after another
   on those interpreters, to the first row that fails (a kill).
 
@@ -65,13 +65,16 @@ def smith_kill(name: str, budget_s: float, out: Path) -> dict[str, Any]:
 
 def conformance_rows(cls: int) -> list[Any]:
     """The rows of a default conformance run that exercise class ``cls``, in catalog order:
-    catalog kernels under vmap (2), with masked loads or stores (3), then the planted-bug
-    rows (sanitizer conformance)."""
+    catalog kernels that alias (1), run under vmap (2: a vmap transform or a kernel that
+    vmaps itself), with masked loads or stores (3), then the planted-bug rows (sanitizer
+    conformance)."""
     from pallas_verify.campaigns.sanitizer import planted_rows
     from reference_kernels import catalog
 
-    if cls == 2:
-        specs = [s for s in catalog() if "vmap" in s.transforms]
+    if cls == 1:
+        specs = [s for s in catalog() if "aliasing" in s.features]
+    elif cls == 2:
+        specs = [s for s in catalog() if "vmap" in s.transforms or "vmap" in s.features]
     elif cls == 3:
         specs = [s for s in catalog() if {"masked_load", "masked_store"} & set(s.features)]
     else:
