@@ -166,7 +166,7 @@ def kills(budget_s: float, out: Path, only: tuple[str, ...] = (), campaigns: tup
 def render(results: dict[str, Any]) -> str:
     """The kill table, per class: each bug's first kill by each campaign and its time."""
     lines = [f"planted interpreter bugs by class (smith: at most {results['smith_budget_s']:.0f} s on "
-             f"{', '.join(BACKENDS)}; conformance: its planted-bug rows, 3 examples, seed 0)"]
+             f"{', '.join(BACKENDS)}; conformance: the rows of its class, 3 examples; seed 0)"]
     for cls in sorted({row["class"] for row in results["bugs"].values()}):
         lines.append(f"class {cls}:")
         for name, row in results["bugs"].items():
