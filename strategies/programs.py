@@ -128,16 +128,20 @@ def pallas_programs(*, skeletons: tuple[str, ...] = SKELETONS, max_grid_points: 
 def program_vmaps(program: Program) -> st.SearchStrategy[tuple | None]:
     """None (about two times in three), or ``jax.vmap`` of the whole program (kernel and
     reference alike): ``(batch, in_axes, out_axis)``, each input batched along a drawn
-    axis or not at all (at least one is batched), every output along ``out_axis``.
+    axis or not at all (at least one is batched), every output along ``out_axis``. An
+    input's batch axis lies before its last two dims (the batching rule puts a squeezed
+    block dim there, which Mosaic TPU tiles only in front of the (8, 128) tile): a rank-1
+    input is not batched, and a program whose inputs are all rank 1 is not vmapped.
     Shrinks toward None, then toward axis 0 everywhere."""
 
     @st.composite
     def draw_vmap(draw: st.DrawFn) -> tuple | None:
-        if draw(st.integers(0, 2)) < 2:
+        ranks = [len(shape) for shape, _, _ in program["inputs"]]
+        if draw(st.integers(0, 2)) < 2 or max(ranks) < 2:
             return None
-        axes = [draw(st.integers(0, len(shape)) | st.none()) for shape, _, _ in program["inputs"]]
+        axes = [draw(st.integers(0, rank - 2) | st.none()) if rank >= 2 else None for rank in ranks]
         if all(a is None for a in axes):
-            axes[0] = 0
+            axes[ranks.index(max(ranks))] = 0
         out_axis = draw(st.integers(0, len(program["outputs"][0][0])))
         return (draw(st.integers(2, 3)), tuple(axes), out_axis)
 

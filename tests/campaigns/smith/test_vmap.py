@@ -13,18 +13,19 @@ from strategies.programs import batched_shape, program_productions, program_vmap
 
 from ._classes import planted
 
-# x0 + 1 in place, input 0 aliased to output 0, the aliased input batched along axis 1 and
-# the second input not batched; outputs batched along axis 0.
-_ALIASED = {"skeleton": "map", "semantics": ("parallel",), "vmem_limit": None, "shape": (16, 128), "block": (8, 128),
-            "grid": (2, 1), "order": (0, 1), "table": None,
-            "inputs": (((16, 128), "float32", ("identity",)), ((16, 128), "float32", ("identity",))),
-            "outputs": (((16, 128), "float32", ("bin", "add", ("in", 0), ("in", 1))),), "alias": True,
-            "store_masks": (None,), "load_masks": (None, None), "vmap": (3, (1, None), 0)}
+# x0 + x1 written over x0 (input 0 aliased to output 0), the aliased input batched along
+# axis 1 (before its last two dims) and the second input not batched; outputs along axis 0.
+_SHAPE = (2, 16, 128)
+_ALIASED = {"skeleton": "map", "semantics": ("parallel",) * 3, "vmem_limit": None, "shape": _SHAPE,
+            "block": (1, 8, 128), "grid": (2, 2, 1), "order": (0, 1, 2), "table": None,
+            "inputs": ((_SHAPE, "float32", ("identity",)), (_SHAPE, "float32", ("identity",))),
+            "outputs": ((_SHAPE, "float32", ("bin", "add", ("in", 0), ("in", 1))),), "alias": True,
+            "alias_input": 0, "store_masks": (None,), "load_masks": (None, None), "vmap": (3, (1, None), 0)}
 
 
 def _inputs() -> tuple[np.ndarray, ...]:
     rng = np.random.default_rng(0)
-    return tuple(rng.integers(-50, 50, batched_shape((16, 128), _ALIASED["vmap"], k)).astype(np.float32)
+    return tuple(rng.integers(-50, 50, batched_shape(_SHAPE, _ALIASED["vmap"], k)).astype(np.float32)
                  for k in range(2))
 
 
@@ -39,7 +40,7 @@ def test_the_kernel_and_its_reference_are_vmapped_alike() -> None:
     assert "reference = jax.vmap(reference, in_axes=(1, None), out_axes=0)" in source
     assert "dimension_semantics" not in source  # TPU interpret mode cannot vmap a kernel that sets them
     x0, x1 = _inputs()
-    assert x0.shape == (16, 3, 128) and x1.shape == (16, 128)
+    assert x0.shape == (2, 3, 16, 128) and x1.shape == _SHAPE
     expected = np.moveaxis(x0, 1, 0) + x1
     np.testing.assert_array_equal(np.asarray(compile_program(_ALIASED).reference(x0, x1)[0]), expected)
 
