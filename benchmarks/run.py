@@ -44,6 +44,9 @@ class Scale:
         rerun; how many of its cases (0: all).
       smith_budget_s, smith_mutant_budget_s, smith_mutants: generated programs: seconds of
         each rates campaign, at most per planted interpreter bug, and which bugs (empty: all).
+      kills_smith_budget_s, kills_bugs, kills_campaigns: the planted interpreter bugs by class
+        (``benchmarks.conformance_kills``): seconds of each smith campaign at most, which bugs
+        (empty: all), and which campaigns try to kill them.
     """
 
     overhead_examples: int
@@ -70,6 +73,9 @@ class Scale:
     smith_budget_s: float = 60.0
     smith_mutant_budget_s: float = 120.0
     smith_mutants: tuple[str, ...] = ()
+    kills_smith_budget_s: float = 180.0
+    kills_bugs: tuple[str, ...] = ()
+    kills_campaigns: tuple[str, ...] = ("smith", "conformance")
 
 
 SCALES: dict[str, Scale] = {
@@ -84,7 +90,8 @@ SCALES: dict[str, Scale] = {
                   precision_only=("matmul_bf16", "tiled_matmul_bfloat16_out", "bf16_acc_bf16_out"),
                   faults=("out_dev_null", "bad_numbers"), races_only_repeats=1, races_only_cases=1,
                   smith_budget_s=8.0, smith_mutant_budget_s=20.0,
-                  smith_mutants=("iota_wrong_axis_rank3", "block_change_leading_dim_only")),
+                  smith_mutants=("iota_wrong_axis_rank3", "block_change_leading_dim_only"),
+                  kills_smith_budget_s=8.0, kills_bugs=("outputs_start_at_zero",), kills_campaigns=("conformance",)),
 }
 
 
@@ -168,6 +175,18 @@ def _smith(scale: Scale) -> dict[str, Any]:
             "smith_planted_bugs_found": f"{result['mutants']['found']}/{result['mutants']['total']}"}
 
 
+def _kills(scale: Scale) -> dict[str, Any]:
+    import tempfile
+
+    from benchmarks.conformance_kills import kills
+
+    out = Path(tempfile.mkdtemp(prefix="pv-bench-kills-"))
+    result = kills(scale.kills_smith_budget_s, out, scale.kills_bugs, scale.kills_campaigns)
+    killed = sum(any((row.get(c) or {}).get("killed") for c in ("smith", "conformance"))
+                 for row in result["bugs"].values())
+    return {**result, "planted_bugs_killed_by_class": f"{killed}/{len(result['bugs'])}"}
+
+
 #: Section name -> (runner, keys lifted to the top level of results.json).
 SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] = {
     "overhead": (_overhead, ("overhead_ratio", "overhead_ratio_in_process")),
@@ -185,6 +204,7 @@ SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] =
     "races_only": (_races_only, ("races_only_speedup", "races_only_speedup_warm_max", "races_agree")),
     "smith": (_smith, ("smith_programs_per_minute_interpret", "smith_programs_per_minute_tpu_interpret",
                        "smith_planted_bugs_found")),
+    "kills": (_kills, ("planted_bugs_killed_by_class",)),
 }
 
 

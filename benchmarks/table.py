@@ -35,6 +35,7 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
     ("smith_programs_per_minute_interpret", "smith: programs per minute on interpret (all cores)", ""),
     ("smith_programs_per_minute_tpu_interpret", "smith: programs per minute on tpu_interpret (all cores)", ""),
     ("smith_planted_bugs_found", "smith: planted interpreter bugs found", "all"),
+    ("planted_bugs_killed_by_class", "planted interpreter bugs by class, killed", "all"),
 )
 
 
@@ -127,6 +128,19 @@ def _smith(smith: dict[str, Any]) -> list[str]:
     return _rows(("planted bug (smith)", "backend", "first finding", "programs"), rows) if rows else []
 
 
+def _kills(kills: dict[str, Any]) -> list[str]:
+    """Per class and planted bug: each campaign's first kill and its seconds from the campaign's start."""
+    def cell(got: dict[str, Any] | None) -> str:
+        if got is None:
+            return "not run"
+        return f"{got['first_s']:.1f} s" if got["killed"] else f"missed ({got['seconds']:.0f} s)"
+
+    rows = [(str(b["class"]), name, b["backend"], cell(b.get("smith")), cell(b.get("conformance")))
+            for name, b in sorted(kills.get("bugs", {}).items(), key=lambda item: item[1]["class"])]
+    return _rows(("class", "planted bug", "backend", "smith: first kill", "conformance: first kill"), rows) \
+        if rows else []
+
+
 def render(results: dict[str, Any]) -> str:
     """Headline figures with their targets, then per-mutant times and per-backend costs."""
     m = results.get("machine", {})
@@ -137,7 +151,7 @@ def render(results: dict[str, Any]) -> str:
     for block in (_mutants(results.get("detection", {})), _deadlocks(results.get("deadlock", {})),
                   _costs(results.get("cost", {})), _precision(results.get("precision", {})),
                   _faults(results.get("faults", {})), _races_only(results.get("races_only", {})),
-                  _smith(results.get("smith", {}))):
+                  _smith(results.get("smith", {})), _kills(results.get("kills", {}))):
         if block:
             lines += ["", *block]
     return "\n".join(lines)

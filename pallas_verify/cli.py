@@ -235,12 +235,15 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         invalid: list[dict[str, str]] = []
         named = getattr(args, "targets", None)
         specs = user_specs(args.targets, args.kernels) if named else registered_specs(args.kernels, invalid)
+        planted = _planted(args)
         live = MatrixProgress(sys.stderr, total=len(specs))
+        seed = run_seed(args.seed, args.profile)
+        print(f"pallas-verify {args.command}: seed={seed} (repeat this run with --seed {seed})", flush=True)
         with execution.make(args.executor, workers=_workers(args, 1), address=args.ray_address) as executor:
             report = run_conformance(specs, backends=args.backends, max_examples=args.max_examples,
                                      profile=args.profile, out_dir=args.out, executor=executor,
                                      generated_s=generated_s, write=out.write, progress=live.line, status=live.tick,
-                                     invalid=invalid)
+                                     invalid=invalid, seed=seed, planted=planted)
         live.close()
         print_matrix(report)
         if out.write(report):
@@ -250,6 +253,16 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
             print(f"pallas-verify: error: the report could not be written under {args.out} ({out.error})",
                   file=sys.stderr)
     return campaign_status(report)
+
+
+def _planted(args: argparse.Namespace) -> list:
+    """conformance --planted: the planted-bug rows (default: all, for the bundled kernels only)."""
+    from pallas_verify.campaigns.sanitizer import planted_rows
+
+    pattern = getattr(args, "planted", None)
+    if pattern is None:
+        pattern = "" if getattr(args, "targets", None) or args.command != "conformance" else "*"
+    return planted_rows(pattern) if pattern else []
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:
@@ -262,13 +275,14 @@ def _cmd_versions(args: argparse.Namespace) -> int:
     given = parse_envs(args.jax_env, cwd=cwd)
     releases = sorted({*(parse_releases(args.jax) if args.jax else ()), *given}, key=release_key)
     out = writable_dir(args.out, option="--out")
+    seed = run_seed(args.seed, args.profile)  # one seed for every release's run: their cells compare
     conformance = [*args.targets, "--kernels", args.kernels, "--max-examples", str(args.max_examples),
                    "--profile", args.profile, "--generated", args.generated, "--executor", args.executor]
     for option, value in (("--backends", args.backends), ("--ray-address", args.ray_address),
-                          ("--workers", args.workers)):
+                          ("--workers", args.workers), ("--seed", seed)):
         conformance += [option, str(value)] if value is not None else []
-    print(f"pallas-verify conformance under jax {', '.join(releases)}, oldest first (profile {args.profile}; "
-          "conformance takes no --seed)", flush=True)
+    print(f"pallas-verify conformance under jax {', '.join(releases)}, oldest first (profile {args.profile}, "
+          f"seed {seed})", flush=True)
     matrix = run_matrix(releases, conformance, out_dir=out, given=given, cwd=cwd, cache=cache_root(),
                         say=lambda line: print(line, flush=True))
     print("\n".join(["", *matrix_lines(matrix)]))

@@ -65,11 +65,18 @@ def _conformance_parser(sub: argparse._SubParsersAction) -> None:
         cmd.add_argument("--backends", default=None, help="comma-separated backend names (default: all)")
         cmd.add_argument("--max-examples", type=_count, default=3, metavar="N")
         cmd.add_argument("--profile", default="ci", help=_profile_help())
+        cmd.add_argument("--seed", type=int, default=None,
+                         help="the seed every kernel's search draws from (default: 0 under a derandomized "
+                              "profile such as ci, else a fresh one; the report records it)")
         cmd.add_argument("--out", default=out, metavar="DIR")
         cmd.add_argument("--generated", default="0", metavar="BUDGET",
                          help="add a 'generated programs' row: a smith campaign of this budget, e.g. 5m (default 0: none)")
         _executor_options(cmd, workers_default="1")
         if name == "conformance":
+            cmd.add_argument("--planted", default=None, metavar="PATTERN",
+                             help="planted-bug kernels run as rows with their expected verdicts (sanitizer "
+                                  "conformance), fnmatch pattern(s); default '*' for the bundled kernels, none "
+                                  "for spec files; '' for none")
             _jax_options(cmd)
 
 

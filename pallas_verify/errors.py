@@ -5,7 +5,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["InvalidArgument", "InvalidSpec", "PallasVerifyError", "brief", "check_positive_int", "closest"]
+__all__ = ["InvalidArgument", "InvalidSpec", "NotForThisCase", "PallasVerifyError", "brief", "check_positive_int",
+           "closest"]
 
 
 class PallasVerifyError(Exception):
@@ -18,6 +19,12 @@ class InvalidSpec(PallasVerifyError, TypeError):
 
 class InvalidArgument(PallasVerifyError, ValueError):
     """An argument to a public function or CLI option is invalid."""
+
+
+class NotForThisCase(PallasVerifyError):
+    """A kernel raises this when the backend running it cannot run this one example (a
+    generated program uses what that backend lacks): the example is not run there, and
+    not judged; the backend's search goes on with the next one (the others run it)."""
 
 
 def check_positive_int(name: str, value: object, *, optional: bool = False, example: int | None = None) -> None:

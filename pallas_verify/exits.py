@@ -44,4 +44,6 @@ def campaign_status(report: Any) -> int:
         return EXIT_USAGE
     incomplete = (bool(report.run.get("lost")) or bool(report.run.get("output_error"))
                   or any(r.status in ("not_reached", "error") for r in report.results))
-    return run_status(findings=bool(report.findings), interrupted=report.interrupted, incomplete=incomplete)
+    # A failed cell is a finding even without one: a planted bug its backend no longer reports.
+    failed = bool(report.findings) or any(r.status == "fail" for r in report.results)
+    return run_status(findings=failed, interrupted=report.interrupted, incomplete=incomplete)

@@ -21,6 +21,7 @@ from pallas_verify.backends.base import Backend
 from pallas_verify.backends.mosaic_params import ParamsCoverage
 from pallas_verify.backends.schedule import Coverage
 from pallas_verify.case import UNSUPPORTED, Case, ErrorInfo, Outcome
+from pallas_verify.errors import NotForThisCase
 from pallas_verify.execution.sandbox import Running, Sandbox
 from pallas_verify.findings import Finding
 from pallas_verify.keys import Lru, example_key
@@ -157,6 +158,8 @@ class Runner:
             self._witness_errors.put(_witness_key(case), outcome.error)
         if outcome.error is not None and outcome.error.type in (UNSUPPORTED, _jax_compat.MissingFeature.__name__):
             raise Unsupported(outcome.error.message)
+        if outcome.error is not None and outcome.error.type == NotForThisCase.__name__:
+            raise NotForThisCase(outcome.error.message)  # this example only: the search goes on
         limitation = _jax_compat.upstream_limitation(outcome.error, backend=case.backend, transform=transform)
         if limitation:
             raise Unsupported(limitation)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from pallas_verify import transforms
 from pallas_verify.attribution import internal_failure
 from pallas_verify.backends.base import Backend
-from pallas_verify.errors import InvalidSpec, brief
+from pallas_verify.errors import InvalidSpec, NotForThisCase, brief
 from pallas_verify.findings import INPUT_BLIND, Finding
 from pallas_verify.keys import config_key, example_key
 from pallas_verify.runner import InternalError, Runner, Unsupported, Verdict
@@ -84,6 +84,7 @@ class Search:
     found: list[tuple[Finding, dict[str, Any]]] = dataclasses.field(default_factory=list)
     unsupported: str | None = None
     internal: str | None = None  # pallas-verify's own failure (attribution.internal_error): the cell is not judged
+    not_for_this_case: int = 0  # examples the backend could not run (errors.NotForThisCase): not run, not counted
     transform: str | None = None
     max_examples: int = 0
     shrink_steps: int = 0
@@ -120,6 +121,13 @@ class Search:
         verdict = Verdict([], {})
         try:
             verdict = self.runner.judge(config, inputs, self.backend, mode, transform=self.transform)
+        except NotForThisCase:  # the backend cannot run this example: not run, not judged, not counted
+            self.not_for_this_case += 1
+            if generating:
+                self.examples -= 1
+            else:
+                self.shrink_steps -= 1
+            return
         except Unsupported as exc:
             self.unsupported = str(exc)
         except InternalError as exc:

@@ -26,6 +26,8 @@ MODULES: tuple[str, ...] = (
     "recurrence",
     "transpose",
     "gather",
+    "windows",
+    "aliasing",
     "control",
     "dma",
     "prng",

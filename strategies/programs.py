@@ -17,7 +17,10 @@ and remainder of both signs, comparisons, casts, bitcasts, ``pltpu.roll``):
   kept across a grid axis, ``jnp.tile`` of a smaller block, a scalar-prefetch table of
   blocks: the last three also on ragged axes, masked past the array's end), 1-2 outputs,
   masked stores (``pltpu.store(..., mask=)`` over the block), masked loads with ``other``
-  (``masked_loads``: TPU interpret mode cannot run them), ``input_output_aliases``;
+  (``masked_loads``: TPU interpret mode cannot run them), sometimes through a ``pl.ds``
+  window that overhangs the block's ref (masked past its end), ``input_output_aliases``
+  (of any input read with the identity map, its operand index after the scalar-prefetch
+  table's);
 - ``reduce``: sum/max/min over one of the last two dims with keepdims, one block deep,
   optionally over a valid-length prefix of each row (``mask``: the rest is filled with the
   reduction's identity by ``jnp.where``; 0 makes every row empty);
@@ -66,13 +69,16 @@ from strategies._skeletons import (
 )
 from strategies.arrays import arrays
 
-__all__ = ["PROGRAM_DTYPES", "REDUCTIONS", "SKELETONS", "VALUE_RANGES", "input_values", "pallas_programs",
-           "program_hazards", "program_inputs", "program_productions", "role_shape"]
+__all__ = ["PROGRAM_DTYPES", "REDUCTIONS", "SKELETONS", "VALUE_RANGES", "batched_shape", "input_values", "pallas_programs",
+           "program_hazards", "program_inputs", "program_productions", "program_vmaps", "role_shape"]
 
 SKELETONS = ("map", "reduce", "accumulate", "matmul", "loop", "dma")
 #: How often each skeleton is drawn, relative to the others: the ones with the most surface
 #: (index maps, masks, tables; state across steps; strided slices; DMAs) more often.
-_WEIGHTS = {"map": 3, "reduce": 1, "accumulate": 2, "matmul": 1, "loop": 2, "dma": 2}
+#: ``ALIASED``: ``map`` programs that alias an input to their output (state across grid steps
+#: through the alias, the operand index after a scalar-prefetch table), drawn on their own too.
+ALIASED = "map:aliased"
+_WEIGHTS = {"map": 3, "reduce": 1, "accumulate": 2, "matmul": 1, "loop": 2, "dma": 2, ALIASED: 2}
 VALUE_RANGES = ("mixed", "negative", "positive", "offset", "extreme")
 _OFFSETS = {"int32": (1000, -1000, 2**20, -(2**20), 2**30, -(2**30)), "int8": (50, -50, 100, -100),
             "float16": (100.0, -100.0, 2.0**10, -(2.0**10)), "float8_e4m3fn": (16.0, -16.0, 128.0, -128.0),
@@ -81,13 +87,14 @@ Program = dict[str, Any]
 
 
 def pallas_programs(*, skeletons: tuple[str, ...] = SKELETONS, max_grid_points: int = 8,
-                    max_depth: int = 3, masked_loads: bool = False) -> st.SearchStrategy[Program]:
+                    max_depth: int = 3, masked_loads: bool = False, vmap: bool = True) -> st.SearchStrategy[Program]:
     """Programs (dicts, see the module docstring) of the given ``skeletons``, valid by
     construction for Mosaic TPU and the TPU-capable interpreters, with at most
     ``max_grid_points`` grid points (TPU interpret mode costs about 10 ms each) and
     expressions at most ``max_depth`` deep. ``masked_loads``: also draw ``pltpu.load``
-    with a mask (TPU interpret mode, JAX 0.12, cannot run it). Shrinks toward the first
-    skeleton, one block, float32 and the identity expression."""
+    with a mask (TPU interpret mode, JAX 0.12, cannot run it). ``vmap``: sometimes run
+    the whole program under ``jax.vmap`` (``program["vmap"]``; not ``dma``). Shrinks toward
+    the first skeleton, one block, float32, the identity expression and no vmap."""
     unknown = [s for s in skeletons if s not in SKELETONS]
     if unknown or not skeletons:
         from strategies.errors import InvalidStrategyValue
@@ -95,12 +102,13 @@ def pallas_programs(*, skeletons: tuple[str, ...] = SKELETONS, max_grid_points: 
         raise InvalidStrategyValue(f"pallas_programs(skeletons={skeletons!r}): choose a non-empty tuple from {SKELETONS}.")
 
     weighted = tuple(s for s in SKELETONS for _ in range(_WEIGHTS[s]) if s in skeletons)
+    weighted += (ALIASED,) * _WEIGHTS[ALIASED] if "map" in skeletons else ()
 
     @st.composite
-    def draw_program(draw: st.DrawFn) -> Program:
+    def draw_skeleton(draw: st.DrawFn) -> Program:
         skeleton = draw(st.sampled_from(weighted))
-        if skeleton == "map":
-            return draw_map(draw, max_grid_points, max_depth, masked_loads)
+        if skeleton in ("map", ALIASED):
+            return draw_map(draw, max_grid_points, max_depth, masked_loads, alias=True if skeleton == ALIASED else None)
         if skeleton in ("reduce", "accumulate"):
             return draw_accumulate(draw, skeleton, max_grid_points, max_depth)
         if skeleton == "matmul":
@@ -109,12 +117,51 @@ def pallas_programs(*, skeletons: tuple[str, ...] = SKELETONS, max_grid_points: 
             return draw_loop(draw, max_grid_points, max_depth, masked_loads)
         return draw_dma(draw, max_grid_points, max_depth)
 
+    @st.composite
+    def draw_program(draw: st.DrawFn) -> Program:
+        program = draw(draw_skeleton())
+        return {**program, "vmap": draw(program_vmaps(program)) if vmap and program["skeleton"] != "dma" else None}
+
     return draw_program()
 
 
+def program_vmaps(program: Program) -> st.SearchStrategy[tuple | None]:
+    """None (about two times in three), or ``jax.vmap`` of the whole program (kernel and
+    reference alike): ``(batch, in_axes, out_axis)``, each input batched along a drawn
+    axis or not at all (at least one is batched), every output along ``out_axis``. An
+    input's batch axis lies before its last two dims (the batching rule puts a squeezed
+    block dim there, which Mosaic TPU tiles only in front of the (8, 128) tile): a rank-1
+    input is not batched, and a program whose inputs are all rank 1 is not vmapped.
+    Shrinks toward None, then toward axis 0 everywhere."""
+
+    @st.composite
+    def draw_vmap(draw: st.DrawFn) -> tuple | None:
+        ranks = [len(shape) for shape, _, _ in program["inputs"]]
+        if draw(st.integers(0, 2)) < 2 or max(ranks) < 2:
+            return None
+        axes = [draw(st.integers(0, rank - 2) | st.none()) if rank >= 2 else None for rank in ranks]
+        if all(a is None for a in axes):
+            axes[ranks.index(max(ranks))] = 0
+        out_axis = draw(st.integers(0, len(program["outputs"][0][0])))
+        return (draw(st.integers(2, 3)), tuple(axes), out_axis)
+
+    return draw_vmap()
+
+
+def batched_shape(shape: tuple[int, ...], vmap: tuple | None, k: int) -> tuple[int, ...]:
+    """The shape of input ``k`` (``shape`` per example) under the program's ``vmap``."""
+    if vmap is None or vmap[1][k] is None:
+        return tuple(shape)
+    batch, axes, _ = vmap
+    return (*shape[:axes[k]], batch, *shape[axes[k]:])
+
+
 def program_inputs(program: Program) -> st.SearchStrategy[tuple[Any, ...]]:
-    """Input arrays for ``program``, each from its own ``input_values`` range."""
-    return st.tuples(*(input_values(shape=shape, dtype=dtype) for shape, dtype, _ in program["inputs"]))
+    """Input arrays for ``program``, each from its own ``input_values`` range (batched
+    along its axis under the program's ``vmap``)."""
+    vmap = program.get("vmap")
+    return st.tuples(*(input_values(shape=batched_shape(shape, vmap, k), dtype=dtype)
+                       for k, (shape, dtype, _) in enumerate(program["inputs"])))
 
 
 def _limits(dtype: str) -> tuple[float, float]:
@@ -172,11 +219,30 @@ def program_productions(program: Program) -> list[str]:
     for flag, name in (("alias", "input_output_aliases"), ("vmem_limit", "vmem_limit_bytes"),
                        ("table", "scalar_prefetch")):
         out += [name] if program.get(flag) else []
+    if program.get("alias"):
+        out += [f"input_output_aliases:input_{program.get('alias_input', 0)}"]
+        out += ["input_output_aliases:after_scalar_prefetch"] if program.get("table") else []
+    out += _vmap_productions(program)
     out += ["outputs:several"] if len(program["outputs"]) > 1 else []
     out += ["masked_store"] * any(program.get("store_masks") or ()) + ["masked_load"] * any(program.get("load_masks") or ())
+    out += ["masked_load:overhanging_window"] * any(m is not None and len(m) > 2 and m[2]
+                                                    for m in program.get("load_masks") or ())
     out += _skeleton_productions(program)
     for _, _, expr in program["outputs"]:
         out += expression_productions(expr, dtypes)
+    return out
+
+
+def _vmap_productions(program: Program) -> list[str]:
+    vmap = program.get("vmap")
+    if vmap is None:
+        return []
+    _, axes, out_axis = vmap
+    out = ["vmap", f"vmap:out_axis:{out_axis}", *sorted({f"vmap:in_axis:{a}" for a in axes})]
+    out += ["vmap:unbatched_input"] if None in axes else []
+    if program.get("alias"):
+        aliased = axes[program.get("alias_input", 0)]
+        out.append("vmap:aliased:" + ("unbatched" if aliased is None else "axis_0" if aliased == 0 else "other_axis"))
     return out
 
 

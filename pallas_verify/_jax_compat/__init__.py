@@ -37,6 +37,7 @@ from pallas_verify._jax_compat.gpu import gpu_device_facts as gpu_device_facts
 from pallas_verify._jax_compat.interpret import RACE_LOGGERS as RACE_LOGGERS
 from pallas_verify._jax_compat.interpret import capture_logs as capture_logs
 from pallas_verify._jax_compat.interpret import force_interpret as force_interpret
+from pallas_verify._jax_compat.interpret import forced_interpret as forced_interpret
 from pallas_verify._jax_compat.interpret import reset_interpreters as reset_interpreters
 from pallas_verify._jax_compat.interpret import tpu_target as tpu_target
 from pallas_verify._jax_compat.invariants import grid_invariant_errors as grid_invariant_errors
@@ -128,6 +129,7 @@ __all__ = [
     "evaluate",
     "evaluator",
     "force_interpret",
+    "forced_interpret",
     "gpu_device_facts",
     "gpu_interpret_gap",
     "grid_invariant_errors",

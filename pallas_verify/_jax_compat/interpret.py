@@ -14,6 +14,7 @@ __all__ = [
     "RACE_LOGGERS",
     "capture_logs",
     "force_interpret",
+    "forced_interpret",
     "reset_interpreters",
     "tpu_target",
 ]
@@ -45,6 +46,14 @@ def force_interpret(params: Any) -> Iterator[None]:
         yield
     finally:
         config.pallas_tpu_interpret_mode_context_manager.set_local(prev)
+
+
+def forced_interpret() -> Any:
+    """The ``interpret`` value every ``pallas_call`` traced now is forced to (``force_interpret``'s
+    ``params``), or None outside it."""
+    from jax._src import config
+
+    return config.pallas_tpu_interpret_mode_context_manager.value
 
 
 # The chip whose tiling TPU interpret mode pads buffers to under buffer_bounds="padded"

@@ -19,6 +19,8 @@ from collections.abc import Callable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pallas_verify.campaigns.sanitizer import Planted
+from pallas_verify.campaigns.sanitizer import judge as judge_planted
 from pallas_verify.campaigns.units import (
     Arrival,
     Found,
@@ -112,6 +114,9 @@ def run_conformance(
     write: Callable[[Report], Any] | None = None,
     status: Callable[[int, Sequence[str]], Any] | None = None,
     invalid: Sequence[dict[str, str]] = (),
+    seed: int | None = None,
+    planted: Sequence[Planted] = (),
+    isolate: str = "auto",
 ) -> Report:
     """Verify each spec on each backend; the Report's results are the matrix.
 
@@ -123,37 +128,48 @@ def run_conformance(
     every unit (``campaigns.output``); ``status`` (if given) hears, while units run, how
     many kernels finished and which run now. ``invalid`` (what ``registered_specs`` could not
     load) is the report's from the start. SIGINT and SIGTERM stop the units run on an
-    executor cleanly (``report.interrupted``).
+    executor cleanly (``report.interrupted``). ``seed``: what every spec's search draws
+    from (``choices.run_seed``: 0 under the ci profile when None); the report records it,
+    and the same seed repeats the run. ``planted``: planted-bug kernels run as rows beside
+    ``specs``, each judged by its expected verdicts (``campaigns.sanitizer``). ``isolate``:
+    ``verify``'s, for the specs run in this process (no ``executor``).
     """
     from pallas_verify.backends import registry
+    from pallas_verify.choices import run_seed
 
     names = [b.name for b in registry.resolve(backends)]
-    report = Report(backends=names, profile=profile, invalid=[dict(i) for i in invalid])
+    seed = run_seed(seed, profile)
+    report = Report(backends=names, profile=profile, seed=seed, invalid=[dict(i) for i in invalid])
+    specs = [*specs, *(row.spec for row in planted)]
     started = time.perf_counter()
     if executor is not None:
         report.executor = executor.name
         _run_units(specs, names, max_examples, profile, Path(out_dir) / "repro", executor, report, progress,
-                   write or (lambda _: None), status)
+                   write or (lambda _: None), status, seed)
     else:
-        _run_here(specs, names, max_examples, profile, Path(out_dir) / "repro", report, progress)
+        _run_here(specs, names, max_examples, profile, Path(out_dir) / "repro", report, progress, seed, isolate)
     if generated_s > 0 and not report.interrupted:
-        report.merge(_generated_row(names, generated_s, Path(out_dir) / "generated", progress))
+        report.merge(_generated_row(names, generated_s, Path(out_dir) / "generated", progress, seed))
+    if planted:
+        judge_planted(report, planted, out_dir=Path(out_dir) / "repro", seed=seed, max_examples=max_examples,
+                      profile=profile)
     report.seconds = time.perf_counter() - started
     return report
 
 
 def _run_here(specs: Sequence[KernelSpec], names: list[str], max_examples: int, profile: str, repro: Path,
-              report: Report, progress: Callable[[str], Any]) -> None:
+              report: Report, progress: Callable[[str], Any], seed: int, isolate: str = "auto") -> None:
     """Every spec in this process, one after another."""
     from pallas_verify.engine import verify
 
     for done, spec in enumerate(specs, 1):
-        part = verify(spec, names, max_examples, profile=profile, out_dir=repro)
+        part = verify(spec, names, max_examples, seed, profile=profile, out_dir=repro, isolate=isolate)
         report.merge(part)
         progress(f"[{done}/{len(specs)}] {spec.name}: {tally(part.results)}")
 
 
-def _generated_row(names: Sequence[str], budget_s: float, out_dir: Path, progress: Callable[[str], Any]) -> Report:
+def _generated_row(names: Sequence[str], budget_s: float, out_dir: Path, progress: Callable[[str], Any],
+                   seed: int) -> Report:
     from pallas_verify.backends import registry
     from pallas_verify.campaigns.smith.campaign import (
         GENERATED,
@@ -164,14 +180,16 @@ def _generated_row(names: Sequence[str], budget_s: float, out_dir: Path, progres
 
     tpu = tuple(n for n in names if "tpu" in registry.get(n).platforms and registry.get(n).available() is None)
     # One batch at a time from this process: its interpreters' worker is already warm.
-    part = conformance_rows(smith(SmithOptions(backends=tpu, budget_s=budget_s, out_dir=out_dir, workers=1)))
+    part = conformance_rows(smith(SmithOptions(backends=tpu, budget_s=budget_s, out_dir=out_dir, workers=1,
+                                                   seed=seed)))
     progress(f"{GENERATED}: " + ", ".join(f"{cell_key(r)}={r.status} ({r.reason})" for r in part.results))
     return part
 
 
 def _run_units(specs: Sequence[KernelSpec], names: list[str], max_examples: int, profile: str, repro: Path,
                executor: Executor, report: Report, progress: Callable[[str], Any],
-               write: Callable[[Report], Any], status: Callable[[int, Sequence[str]], Any] | None = None) -> None:
+               write: Callable[[Report], Any], status: Callable[[int, Sequence[str]], Any] | None = None,
+               seed: int | None = None) -> None:
     """Every spec as a unit on ``executor``; parts merged in spec order as they come back."""
     from pallas_verify.campaigns.stop import StopOnSignal
     from pallas_verify.loader import spec_ref
@@ -183,7 +201,7 @@ def _run_units(specs: Sequence[KernelSpec], names: list[str], max_examples: int,
         if ref is None:
             raise InvalidArgument(f"spec {spec.name!r} cannot be loaded by reference; define it at module level.")
         waiting.append(Work(entry="pallas_verify.campaigns.units:run_spec", kind="verify", spec_ref=ref,
-                            tag=spec.name, backends=tuple(names), max_examples=max_examples,
+                            tag=spec.name, backends=tuple(names), max_examples=max_examples, seed=seed,
                             params={"profile": profile}, env=env, limit_s=3600.0))
     run = _Matrix(specs=list(specs), names=names, base=report)
     units = Units(executor, repro, flat=True)
@@ -261,7 +279,8 @@ class _Matrix:
 
     def assemble(self) -> Report:
         """The report so far: finished parts, and placeholders for the rest."""
-        out = Report(backends=list(self.base.backends), profile=self.base.profile, executor=self.base.executor)
+        out = Report(backends=list(self.base.backends), profile=self.base.profile, executor=self.base.executor,
+                     seed=self.base.seed)
         for spec in self.specs:
             out.merge(self.parts.get(spec.name) or _unfinished(spec, self.names, "not reached yet",
                                                                self.found.get(spec.name, [])))

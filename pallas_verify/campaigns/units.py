@@ -192,7 +192,7 @@ def run_spec(work: Work) -> dict[str, Any]:
 
     spec = load_spec(work.spec_ref)
     out = Path(tempfile.mkdtemp(prefix="pv-conformance-"))
-    report = verify(spec, list(work.backends), work.max_examples, profile=work.params["profile"], out_dir=out,
+    report = verify(spec, list(work.backends), work.max_examples, work.seed, profile=work.params["profile"], out_dir=out,
                     on_finding=lambda finding: emit(_shipped(finding)))
     return ship(report, out)
 

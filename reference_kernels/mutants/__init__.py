@@ -36,6 +36,10 @@ class Mutant:
       bug: one sentence saying what is wrong, as a reviewer would put it.
       exposed_by: the interpret mode knobs (plain data) under which the raw signal shows
         (tpu_interpret's, or gpu_interpret's for ``GPU_MODULES``); ``{}`` when any mode shows it.
+      verdicts: its expected verdict per backend in the conformance matrix (sanitizer
+        conformance, ``campaigns.sanitizer``): the kinds of which the backend must report
+        at least one; a backend not named must report nothing. ``{}``: the mutant is not
+        a row of the matrix.
     """
 
     spec: KernelSpec
@@ -43,6 +47,7 @@ class Mutant:
     expects: tuple[str, ...]
     bug: str
     exposed_by: dict[str, object] = dataclasses.field(default_factory=dict)
+    verdicts: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.expects:
@@ -53,6 +58,10 @@ class Mutant:
                     f"Mutant {self.spec.name!r}: expects item {kind!r} is not one of "
                     f"{FINDING_KINDS}."
                 )
+        for backend, kinds in self.verdicts.items():
+            if not kinds or not set(kinds) <= set(FINDING_KINDS):
+                raise ValueError(f"Mutant {self.spec.name!r}: verdicts[{backend!r}]={kinds!r} must name finding "
+                                 f"kinds, from {FINDING_KINDS}.")
 
     @property
     def name(self) -> str:

@@ -195,6 +195,7 @@ MUTANTS = [
         expects=("uninitialized_read", "mismatch"),
         bug="the output accumulator is never zeroed at the first reduction step",
         exposed_by={"uninitialized_memory": "nan"},
+        verdicts={"interpret": ("mismatch",), "tpu_interpret": ("uninitialized_read", "mismatch")},
     ),
     Mutant(
         spec=unmasked_ragged_reduction_spec,
@@ -202,6 +203,7 @@ MUTANTS = [
         expects=("uninitialized_read", "mismatch"),
         bug="the padded rows of the last (partial) block are summed without a mask",
         exposed_by={"uninitialized_memory": "nan"},
+        verdicts={"interpret": ("mismatch",), "tpu_interpret": ("uninitialized_read", "mismatch")},
     ),
     Mutant(
         spec=bf16_long_k_spec,

@@ -191,6 +191,7 @@ MUTANTS = [
         expects=("dma_ordering", "mismatch"),
         bug="the DMA destination is read before the copy is waited on",
         exposed_by={"dma_execution_mode": "on_wait"},
+        verdicts={"tpu_interpret": ("race", "dma_ordering", "mismatch")},
     ),
     Mutant(
         spec=never_wait_spec,
@@ -198,6 +199,7 @@ MUTANTS = [
         expects=("semaphore_leak", "dma_ordering", "mismatch"),
         bug="the HBM -> HBM copy is started but never waited on",
         exposed_by={"dma_execution_mode": "eager"},
+        verdicts={"tpu_interpret": ("semaphore_leak", "dma_ordering", "mismatch", "race")},
     ),
     Mutant(
         spec=write_dma_dest_in_flight_spec,
@@ -205,6 +207,7 @@ MUTANTS = [
         expects=("race", "dma_ordering"),
         bug="the DMA destination is written while the copy into it is in flight",
         exposed_by={"detect_races": True},
+        verdicts={"tpu_interpret": ("race", "dma_ordering")},
     ),
     Mutant(
         spec=deadlock_semaphore_spec,

@@ -207,12 +207,14 @@ MUTANTS = [
         expects=("race", "grid_order", "mismatch"),
         bug="the reduction axis of an accumulating output is marked 'parallel'",
         exposed_by={"detect_races": True, "num_cores_or_threads": 2},
+        verdicts={"tpu_interpret": ("race", "grid_order", "mismatch")},
     ),
     Mutant(
         spec=output_revisit_spec,
         twin=row_sum_twin_spec,
         expects=("revisit",),
         bug="the reduction axis comes first, so each output block is revisited non-consecutively",
+        verdicts={"tpu_interpret": ("revisit",)},
     ),
     Mutant(
         spec=rotated_index_map_spec,

@@ -111,6 +111,43 @@ input_mutation_spec = KernelSpec(
     features=("dma", "memory_space_any"),
 )
 
+
+
+def _scale_kernel(x_ref, o_ref, *, read_output_first: bool):
+    if read_output_first:  # the mutant: adds to the output block before anything wrote it
+        o_ref[...] += 2 * x_ref[...]
+    else:
+        o_ref[...] = 2 * x_ref[...]
+
+
+def scale_blocks(x, *, read_output_first: bool = False):
+    """2 * x, one row block per grid step; each output block is visited once."""
+    return pl.pallas_call(
+        functools.partial(_scale_kernel, read_output_first=read_output_first),
+        grid=(x.shape[0] // BM,),
+        in_specs=[pl.BlockSpec((BM, BK), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((BM, BK), lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+    )(x)
+
+
+scale_blocks_spec = KernelSpec(
+    name="scale_blocks",
+    kernel=scale_blocks,
+    reference=lambda x: 2 * x,
+    configs=_NO_CONFIG,
+    inputs=_double_inputs,
+    features=("elementwise",),
+)
+output_read_before_write_spec = KernelSpec(
+    name="output_read_before_write",
+    kernel=functools.partial(scale_blocks, read_output_first=True),
+    reference=lambda x: 2 * x,
+    configs=_NO_CONFIG,
+    inputs=_double_inputs,
+    features=("elementwise",),
+)
+
 MUTANTS = [
     Mutant(
         spec=shifted_window_oob_spec,
@@ -118,11 +155,23 @@ MUTANTS = [
         expects=("out_of_bounds",),
         bug="the last block's one-row-shifted window reads one row past the end of x",
         exposed_by={"out_of_bounds_reads": "raise"},
+        verdicts={"interpret": ("mismatch",), "tpu_interpret": ("out_of_bounds",)},
     ),
     Mutant(
         spec=input_mutation_spec,
         twin=double_from_hbm_spec,
         expects=("input_mutation",),
         bug="the doubled block is copied back into the input x through its pl.ANY ref",
+        verdicts={"static": ("input_mutation",)},
+    ),
+    Mutant(
+        spec=output_read_before_write_spec,
+        twin=scale_blocks_spec,
+        expects=("uninitialized_read", "mismatch"),
+        bug="each output block is added to before anything wrote it: right only where outputs start at zero",
+        exposed_by={"uninitialized_memory": "nan"},
+        # The poison an interpreter starts outputs with shows it: NaN on the HLO interpreter,
+        # NaN fill against zero fill in TPU interpret mode.
+        verdicts={"interpret": ("mismatch",), "tpu_interpret": ("uninitialized_read", "mismatch")},
     ),
 ]

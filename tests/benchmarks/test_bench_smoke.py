@@ -17,6 +17,7 @@ from benchmarks import (
     bare,
     baselines,
     clean_pass,
+    conformance_kills,
     cost,
     deadlock,
     detection,
@@ -115,6 +116,26 @@ def test_table_renders_headlines_and_mutants() -> None:
     smith = {"mutants": {"mutants": {"dma_signals_twice": {"backend": "tpu_interpret", "found": True, "first_s": 12.3,
                                                            "programs": 9, "seconds": 14.0}}}}
     assert re.search(r"dma_signals_twice +tpu_interpret +12.3 s +9", table.render({**results, "smith": smith}))
+    kills = {"bugs": {"outputs_start_at_zero": {"class": 4, "backend": "interpret", "smith": {
+        "killed": False, "seconds": 180.0}, "conformance": {"killed": True, "first_s": 21.5}}}}
+    assert re.search(r"4 +outputs_start_at_zero +interpret +missed \(180 s\) +21.5 s",
+                     table.render({**results, "kills": kills}))
+
+
+def test_each_class_of_planted_bug_meets_the_conformance_rows_of_its_class() -> None:
+    from pallas_verify.campaigns.sanitizer import Planted, planted_rows
+
+    planted = [r.name for r in planted_rows()]
+    bugs = conformance_kills._bugs().BUGS
+    assert {bug.cls for bug in bugs.values()} == {1, 2, 3, 4}
+    for cls in (1, 2, 3, 4):
+        rows = conformance_kills.conformance_rows(cls)
+        catalog = [r for r in rows if not isinstance(r, Planted)]
+        assert [r.name for r in rows[len(catalog):]] == planted  # the planted-bug rows come last
+        assert all("vmap" in (*r.transforms, *r.features) for r in catalog) if cls == 2 else True
+    assert "tail_windows" in [r.name for r in conformance_kills.conformance_rows(3)]
+    assert "table_alias_add" in [r.name for r in conformance_kills.conformance_rows(1)]
+    assert "vmapped_inplace" in [r.name for r in conformance_kills.conformance_rows(2)]
 
 
 @pytest.mark.slow
@@ -139,7 +160,7 @@ def test_tiny_run_writes_every_key(tmp_path: Path) -> None:
                 "compiles_per_100_shrink_examples", "examples_per_s", "recommended_max_grid_points", "machine",
                 "deadlock_report_s", "ray_overhead_ratio", "correct_margin", "mutant_ratio",
                 "smith_programs_per_minute_interpret", "smith_programs_per_minute_tpu_interpret",
-                "smith_planted_bugs_found"):
+                "smith_planted_bugs_found", "planted_bugs_killed_by_class"):
         assert key in results, key
     assert _positive(results["overhead_ratio"])
     assert _positive(results["ray_overhead_ratio"])

@@ -146,8 +146,15 @@ def _load(program: Program, k: int, role: tuple, names: Names, ref: str, read: s
     block, x = program["block"], read or f"{ref}[...]"
     dtype = f"{ref}.dtype"
     mask = (program.get("load_masks") or (None,) * (k + 1))[k]
+    if mask is not None and len(mask) > 2 and mask[2]:  # a window overhanging the ref by s rows
+        cond, other, s = mask
+        row = f"lax.broadcasted_iota(jnp.int32, {tuple(block)}, 0)"
+        inside = f"({row} + {s} < {block[0]}) & (g0 * {block[0]} + {row} + {s} < {program['shape'][0]})"
+        return [f"c{k} = ({condition_source(cond, names)}) & {inside}",
+                f"v{k} = jnp.where(c{k}, pltpu.load({ref}.at[pl.ds(g0 * 0 + {s}, {block[0]})], mask=c{k}), "
+                f"jnp.asarray({other}, {dtype}))"]
     if mask is not None:
-        cond, other = mask
+        cond, other = mask[:2]
         return [f"c{k} = {condition_source(cond, names)}",
                 f"v{k} = jnp.where(c{k}, pltpu.load({ref}, mask=c{k}), jnp.asarray({other}, {dtype}))"]
     if role[0] == "transpose":
@@ -300,9 +307,10 @@ def kernel_source(program: Program) -> str:
         [f"o{j}_ref" for j in range(len(program["outputs"]))] + _scratch_names(program)
     ins, outs, scratch = _specs(program)
     shapes = [f"jax.ShapeDtypeStruct({tuple(s)}, jnp.{d})" for s, d, _ in program["outputs"]]
-    params = f"dimension_semantics={tuple(program['semantics'])!r}"
-    if program.get("vmem_limit"):
-        params += f", vmem_limit_bytes={program['vmem_limit']}"
+    # Under vmap no dimension_semantics: TPU interpret mode (JAX 0.12) cannot vmap a kernel
+    # that sets them (an upstream limitation: the catalog's +vmap cells show it as n/a).
+    params = ", ".join([*([] if program.get("vmap") else [f"dimension_semantics={tuple(program['semantics'])!r}"]),
+                        *([f"vmem_limit_bytes={program['vmem_limit']}"] if program.get("vmem_limit") else [])])
     grid = tuple(program["grid"][a] for a in program["order"])
     specs = [_list_arg("in_specs", ins), _list_arg("out_specs", outs)] + ([_list_arg("scratch_shapes", scratch)]
                                                                           if scratch else [])
@@ -313,8 +321,8 @@ def kernel_source(program: Program) -> str:
     else:
         call, operands = [f"        grid={grid},", *specs], args
     call.append(_list_arg("out_shape", shapes))
-    if program.get("alias"):
-        call.append(f"        input_output_aliases={{{1 if table else 0}: 0}},")
+    if program.get("alias"):  # an operand index: the scalar-prefetch table comes first
+        call.append(f"        input_output_aliases={{{program.get('alias_input', 0) + (1 if table else 0)}: 0}},")
     call.append(f"        compiler_params=pltpu.CompilerParams({params}),")
     body = ["    " + line for line in _BODIES[program["skeleton"]](program)]
     return "\n".join([f"def kernel({', '.join(args)}):", f"    def body({', '.join(refs)}):",

@@ -114,13 +114,18 @@ def _reference_lines(program: Program) -> list[str]:
     used = set().union(*(uses(p, "iota") | uses(p, "pid") | uses(p, "tbl") for p in parts))
     mask = program.get("mask")
     used |= {program["reduce"][1][-1]} if mask is not None else set()
-    used |= {0} if program.get("smem") else set()
+    used |= {0} if program.get("smem") or _overhangs(program) else set()
     lines += [f"i{a} = lax.broadcasted_iota(jnp.int32, {shape}, {a})" for a in sorted(used)]
     lines += [f"sm = i0 // {program['block'][0]} + 1"] if program.get("smem") else []
     tile = (program["step_rows"], program["block"][1]) if skeleton == "loop" else program["block"]
     names = _names(program, tile)
     for k, load in enumerate(program.get("load_masks") or ()):
-        if load is not None:
+        if load is not None and len(load) > 2 and load[2]:  # rows s further on, where they lie in the block and array
+            b0, s = program["block"][0], load[2]
+            inside = f"(i0 % {b0} + {s} < {b0}) & (i0 + {s} < {shape[0]})"
+            lines.append(f"v{k} = jnp.where(({condition_source(load[0], names)}) & {inside}, "
+                         f"jnp.roll(v{k}, -{s}, axis=0), jnp.asarray({load[1]}, v{k}.dtype))")
+        elif load is not None:
             lines.append(f"v{k} = jnp.where({condition_source(load[0], names)}, v{k}, jnp.asarray({load[1]}, v{k}.dtype))")
     if skeleton in ("reduce", "accumulate"):
         op, axes, work, post = program["reduce"]
@@ -140,6 +145,10 @@ def _reference_lines(program: Program) -> list[str]:
     return [*lines, f"return ({', '.join(outs)},)"]
 
 
+def _overhangs(program: Program) -> bool:
+    return any(m is not None and len(m) > 2 and m[2] for m in program.get("load_masks") or ())
+
+
 def reference_source(program: Program) -> str:
     """``def reference(x0, ...)``: the program on whole arrays, pure JAX."""
     args = ", ".join(f"x{k}" for k in range(len(program["inputs"])))
@@ -148,7 +157,15 @@ def reference_source(program: Program) -> str:
 
 def program_source(program: Program) -> str:
     """A module defining ``kernel`` and ``reference`` for ``program``."""
-    return "\n".join([HEADER, "", kernel_source(program), "", reference_source(program)])
+    return "\n".join([HEADER, "", kernel_source(program), "", reference_source(program), *_vmapped(program)])
+
+
+def _vmapped(program: Program) -> list[str]:
+    """Under the program's ``vmap``, the kernel and the reference alike, batched the same way."""
+    if not program.get("vmap"):
+        return []
+    _, axes, out_axis = program["vmap"]
+    return [f"{f} = jax.vmap({f}, in_axes={tuple(axes)!r}, out_axes={out_axis})" for f in ("kernel", "reference")] + [""]
 
 
 class Compiled:
