@@ -29,10 +29,14 @@ from typing import Any
 from pallas_verify.errors import InvalidArgument, InvalidSpec
 from pallas_verify.spec import KernelSpec
 
-__all__ = ["GROUP", "Source", "registered_sources", "registered_specs"]
+__all__ = ["GROUP", "PLANTED_GROUP", "Source", "registered_planted", "registered_sources", "registered_specs"]
 
 #: The entry-point group kernel libraries register under.
 GROUP = "pallas_verify.kernels"
+#: The entry-point group planted-bug kernels register under (``conformance``'s sanitizer
+#: rows): a callable returning objects each with ``spec`` (a KernelSpec), ``verdicts``
+#: (backend -> the finding kinds it must report there) and ``expects`` (kinds).
+PLANTED_GROUP = "pallas_verify.planted"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -48,10 +52,11 @@ class Source:
     module: str
 
 
-def _entries(found: Iterable[importlib.metadata.EntryPoint] | None = None) -> list[importlib.metadata.EntryPoint]:
+def _entries(found: Iterable[importlib.metadata.EntryPoint] | None = None,
+             group: str = GROUP) -> list[importlib.metadata.EntryPoint]:
     """The group's entry points, each once (an editable install seen twice on sys.path
     lists its entry points twice), sorted by name."""
-    points = importlib.metadata.entry_points(group=GROUP) if found is None else found
+    points = importlib.metadata.entry_points(group=group) if found is None else found
     unique = {(ep.name, ep.value): ep for ep in points}
     return [unique[key] for key in sorted(unique)]
 
@@ -62,10 +67,10 @@ def _label(ep: importlib.metadata.EntryPoint) -> str:
     return f"{ep.name} = {ep.value}{owner}"
 
 
-def _fix(ep: importlib.metadata.EntryPoint) -> str:
+def _fix(ep: importlib.metadata.EntryPoint, group: str = GROUP) -> str:
     dist = getattr(ep, "dist", None)
     name = dist.name if dist is not None else "the distribution that declares it"
-    return (f"fix {ep.value!r} or the [project.entry-points.\"{GROUP}\"] table of {name} and reinstall it, "
+    return (f"fix {ep.value!r} or the [project.entry-points.\"{group}\"] table of {name} and reinstall it, "
             f"or uninstall {name}")
 
 
@@ -141,3 +146,28 @@ def registered_specs(invalid: list[dict[str, str]]) -> list[tuple[Source, Kernel
                               "install one (this project's own catalog registers when installed: pip install -e .) "
                               "or name spec files or modules.")
     return found
+
+
+def registered_planted(invalid: list[dict[str, str]]) -> list[Any]:
+    """Every planted-bug kernel the ``PLANTED_GROUP`` entry points return, in entry-point
+    name order; an entry point that cannot be loaded or called, or returns something
+    without a KernelSpec ``spec``, is appended to ``invalid`` instead."""
+    from pallas_verify.loader import one_line
+
+    rows: list[Any] = []
+    for ep in _entries(group=PLANTED_GROUP):
+        try:
+            found = list(ep.load()())
+        except Exception as exc:
+            invalid.append({"target": f"entry point {_label(ep)}", "reason": (
+                f"entry point {ep.name!r} of group {PLANTED_GROUP!r} cannot be loaded and called: {one_line(exc)}; "
+                f"{_fix(ep, PLANTED_GROUP)}.")})
+            continue
+        bad = [r for r in found if not isinstance(getattr(r, "spec", None), KernelSpec)]
+        if bad:
+            invalid.append({"target": f"entry point {_label(ep)}", "reason": (
+                f"entry point {ep.name!r} returned {type(bad[0]).__name__}, which has no KernelSpec 'spec'; it must "
+                f"return planted kernels (spec, verdicts, expects); {_fix(ep, PLANTED_GROUP)}.")})
+            continue
+        rows += found
+    return rows

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pallas_verify.errors import InvalidArgument
 from pallas_verify.exits import EXIT_CANNOT_RUN, EXIT_FIXED, EXIT_REPRODUCES
 from pallas_verify.findings import Finding
 from pallas_verify.reports.report import Report, finding_dict
@@ -59,13 +60,21 @@ class Planted:
 
 
 def planted_rows(pattern: str = "*") -> list[Planted]:
-    """The catalog's planted-bug kernels that carry verdicts, whose names match ``pattern``
-    (fnmatch, ``a,b`` for several; "" for none)."""
-    from reference_kernels.mutants import mutants
+    """The registered planted-bug kernels (``registered.PLANTED_GROUP``: this project's
+    catalog registers its mutants) that carry verdicts, whose names match ``pattern``
+    (fnmatch, ``a,b`` for several; "" for none). An entry point that cannot be loaded is a
+    usage error naming it."""
+    from pallas_verify.registered import registered_planted
 
     patterns = [p for p in pattern.split(",") if p]
-    return [Planted(spec=m.spec, verdicts=dict(m.verdicts), expects=tuple(m.expects)) for m in mutants()
-            if m.verdicts and any(fnmatch.fnmatchcase(m.name, p) for p in patterns)]
+    if not patterns:
+        return []
+    invalid: list[dict[str, str]] = []
+    found = registered_planted(invalid)
+    if invalid:
+        raise InvalidArgument(f"{invalid[0]['target']}: {invalid[0]['reason']}")
+    return [Planted(spec=m.spec, verdicts=dict(m.verdicts), expects=tuple(m.expects)) for m in found
+            if getattr(m, "verdicts", None) and any(fnmatch.fnmatchcase(m.spec.name, p) for p in patterns)]
 
 
 def judge(report: Report, rows: Sequence[Planted], *, out_dir: Path, seed: int | None, max_examples: int,

@@ -167,3 +167,27 @@ def test_conformance_runs_a_registered_spec_and_lists_a_broken_entry_point(fakel
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert [k["name"] for k in report["kernels"]] == ["fakelib_double"]
     assert any(i["target"].startswith("entry point broken") for i in report["invalid_specs"])
+
+
+def test_planted_kernels_register_too_and_a_broken_entry_point_is_named(tmp_path, monkeypatch):
+    from pallas_verify.campaigns.sanitizer import planted_rows
+    from pallas_verify.registered import PLANTED_GROUP, registered_planted
+
+    info = tmp_path / "plantlib-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plantlib\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[{PLANTED_GROUP}]\nplantlib = plantlib_rows:rows\nbroken = nowhere:rows\n")
+    (tmp_path / "plantlib_rows.py").write_text(SPECS + textwrap.dedent('''
+        import types
+
+        def rows():
+            return [types.SimpleNamespace(spec=FAKE_DOUBLE, verdicts={"interpret": ["mismatch"]}, expects=("mismatch",))]
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    invalid: list[dict[str, str]] = []
+    found = registered_planted(invalid)
+    assert "fakelib_double" in [row.spec.name for row in found]  # beside this project's own mutants
+    assert [i["target"] for i in invalid] == ["entry point broken = nowhere:rows (plantlib 1.0)"]
+    assert "cannot be loaded and called" in invalid[0]["reason"] and "[project.entry-points" in invalid[0]["reason"]
+    with pytest.raises(InvalidArgument, match="broken = nowhere:rows"):
+        planted_rows("fakelib_*")
