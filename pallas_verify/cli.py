@@ -256,12 +256,13 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
 
 
 def _planted(args: argparse.Namespace) -> list:
-    """conformance --planted: the planted-bug rows (default: all, for the bundled kernels only)."""
+    """conformance --planted: the planted-bug rows (default: those --kernels matches, for the
+    registered kernels only)."""
     from pallas_verify.campaigns.sanitizer import planted_rows
 
     pattern = getattr(args, "planted", None)
     if pattern is None:
-        pattern = "" if getattr(args, "targets", None) or args.command != "conformance" else "*"
+        pattern = "" if getattr(args, "targets", None) or args.command != "conformance" else args.kernels
     return planted_rows(pattern) if pattern else []
 
 

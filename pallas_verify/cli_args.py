@@ -75,8 +75,8 @@ def _conformance_parser(sub: argparse._SubParsersAction) -> None:
         if name == "conformance":
             cmd.add_argument("--planted", default=None, metavar="PATTERN",
                              help="planted-bug kernels run as rows with their expected verdicts (sanitizer "
-                                  "conformance), fnmatch pattern(s); default '*' for the bundled kernels, none "
-                                  "for spec files; '' for none")
+                                  "conformance), fnmatch pattern(s); default --kernels' pattern for the registered "
+                                  "kernels, none for spec files; '' for none")
             _jax_options(cmd)
 
 
