@@ -14,7 +14,7 @@ JAX_OTHERS ?= 0.10.2 0.11.2
 EXTRAS := tpu,gpu,dev,cluster
 EXTRAS_OTHERS := tpu
 
-.PHONY: demo test test-fast test-jax bench lint clean redis-server
+.PHONY: demo test test-fast test-jax bench lint clean redis-server chromium
 
 # $(call venv,DIR,JAX_RELEASE,EXTRAS): a Python >= 3.12 venv at DIR with the project installed.
 define venv
@@ -46,8 +46,14 @@ redis-server:
 	@command -v redis-server >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; } || true
 
+# The HTML report's tests load each page in Debian's headless chromium: installed here the
+# same way; without it those tests skip saying so.
+chromium:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || true
+
 # loadgroup: the tests of one xdist_group (one Ray cluster, one Redis server) share a worker.
-test: $(STAMP) redis-server
+test: $(STAMP) redis-server chromium
 	$(PY) tests/run_suite.py -n $(PYTEST_WORKERS) --dist loadgroup
 
 test-fast: $(STAMP)

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 
 from pallas_verify.reports.report import BackendResult, Report
 
-__all__ = ["CELL_LABELS", "matrix_lines", "reason_lines", "tally"]
+__all__ = ["CELL_LABELS", "covered", "matrix_lines", "reason_lines", "shared_reason", "tally"]
 
 #: What a cell of each status shows; a cell with no result shows "-".
 CELL_LABELS = {"pass": "PASS", "fail": "FAIL", "unsupported": "n/a", "skipped": "skip", "interrupted": "stop",
@@ -120,7 +120,7 @@ def _header_line(start: str, groups: Sequence[tuple[str | None, list[str]]], wid
     return (start + "  ".join(parts)).rstrip()
 
 
-def _shared_reason(result: BackendResult) -> str:
+def shared_reason(result: BackendResult) -> str:
     """The reason, with a leading backend name read as "the backend" (shared across backends)."""
     if result.reason.startswith(f"{result.backend} "):
         return "the backend" + result.reason[len(result.backend):]
@@ -140,7 +140,7 @@ def _backends_text(names: Iterable[str], columns: Sequence[str]) -> str:
     return ", ".join(out)
 
 
-def _covered(cells: Sequence[tuple[_Row, str]], rows: Sequence[_Row], columns: Sequence[str]) -> str:
+def covered(cells: Sequence[tuple[_Row, str]], rows: Sequence[_Row], columns: Sequence[str]) -> str:
     """``"a, a+vmap on x, y; b on z"``: the cells, rows with the same backends together."""
     by_row: dict[_Row, list[str]] = {}
     for row, backend in cells:
@@ -159,12 +159,12 @@ def reason_lines(report: Report) -> list[str]:
     reasons: dict[tuple[str, str], list[tuple[_Row, str]]] = {}
     for r in report.results:
         if r.reason and r.status in _REASON_ORDER:
-            reasons.setdefault((r.status, _shared_reason(r)), []).append(((r.kernel, r.transform), r.backend))
+            reasons.setdefault((r.status, shared_reason(r)), []).append(((r.kernel, r.transform), r.backend))
     lines: list[str] = []
     for (status, reason), cells in sorted(reasons.items(), key=lambda kv: _REASON_ORDER.index(kv[0][0])):
         label = (CELL_LABELS[status].lower() + " ").ljust(6)
         lines += textwrap.wrap(reason, _WIDTH, initial_indent=label, subsequent_indent=" " * 6)
-        lines += textwrap.wrap(_covered(cells, rows, columns), _WIDTH, initial_indent=" " * 8,
+        lines += textwrap.wrap(covered(cells, rows, columns), _WIDTH, initial_indent=" " * 8,
                                subsequent_indent=" " * 10, break_on_hyphens=False)
     return lines
 
