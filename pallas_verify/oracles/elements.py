@@ -72,16 +72,23 @@ def element_evidence(c: Comparison, actual: Any, expected: Any, truth: Any = Non
         nonfinite = c.bad & (~np.isfinite(a.astype(np.float64)) | ~np.isfinite(e.astype(np.float64)))
     units = np.where(nonfinite, np.inf, np.nan_to_num(units, nan=np.inf))
     pooled, pool = _pooled(_as_2d(units))
-    order = np.argsort(-np.where(c.bad, units, -1.0), axis=None, kind="stable")[:WORST]
     worst = []
-    for flat in order:
-        if not c.bad.flat[flat]:
-            break
+    for flat in _worst(units, c.bad):
         at = np.unravel_index(int(flat), a.shape)
         worst.append({"index": [int(i) for i in at], "kernel": _value(a[at]), "reference": _value(e[at]),
                       "float64": None if t is None else _value(t[at]), "error": _round(float(units[at]))})
     return {"path": c.path, "shape": list(a.shape), "pool": list(pool), "unit": unit,
             "errors": [[_round(float(v)) for v in row] for row in pooled], "worst": worst}
+
+
+def _worst(units: np.ndarray, bad: np.ndarray) -> list[int]:
+    """The flat indices of the worst bad elements: the largest finite errors first, then up
+    to two NaN/inf disagreements (so that those do not hide every finite error)."""
+    finite = bad & np.isfinite(units)
+    order = np.argsort(-np.where(finite, units, -1.0), axis=None, kind="stable")
+    nonfinite = np.flatnonzero(bad & ~np.isfinite(units))[:2]
+    chosen = [int(i) for i in order[: WORST - len(nonfinite)] if finite.flat[i]]
+    return chosen + [int(i) for i in nonfinite][: WORST - len(chosen)]
 
 
 def _value(x: Any) -> float | int | str:

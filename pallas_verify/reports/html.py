@@ -11,6 +11,7 @@ from typing import Any
 from pallas_verify.findings import Finding
 from pallas_verify.reports.heatmap import blame_maps, heatmap_svg
 from pallas_verify.reports.html_matrix import MATRIX_CSS, MATRIX_SCRIPT, html_features, html_matrix
+from pallas_verify.reports.picture import caption, pictures, svg, worst_table
 from pallas_verify.reports.report import Report, jsonable
 from pallas_verify.reports.tables import summary_pairs
 from pallas_verify.reports.text import reproduce_command
@@ -26,7 +27,8 @@ th{background:#f6f8fa}.pass{background:#dafbe1}.fail{background:#ffd8d3;font-wei
 pre{background:#f6f8fa;padding:8px;overflow:auto;white-space:pre-wrap;word-break:break-word}
 .finding{border:1px solid #d0d7de;border-radius:6px;padding:4px 14px;margin:14px 0}
 code{background:#eff1f3;padding:1px 4px}dl.sum{display:grid;grid-template-columns:max-content auto;gap:2px 14px}
-dl.sum dt{font-weight:600}
+dl.sum dt{font-weight:600}pre.copy{user-select:all}svg.elements{display:block;margin:6px 0}
+table.worst td,table.worst th{font:12px ui-monospace,monospace;padding:2px 6px}
 """
 
 
@@ -43,10 +45,16 @@ def _html_finding(i: int, finding: Finding) -> str:
     if finding.mode:
         parts.append(f"<h3>mode</h3><pre>{_e(json.dumps(jsonable(finding.mode)))}</pre>")
     command = reproduce_command(finding)
-    parts.append(f"<h3>reproduce</h3><pre>{_e(command)}</pre>" if command else "<p>No reproducer.</p>")
-    for label, matrix in blame_maps(finding.evidence):
-        parts.append(f"<h3>blame map, {_e(label)}</h3>{heatmap_svg(matrix)}")
-    rest = {k: v for k, v in finding.evidence.items() if k != "blame" or not blame_maps(finding.evidence)}
+    parts.append(f'<h3>reproduce</h3><pre class="copy">{_e(command)}</pre>' if command else "<p>No reproducer.</p>")
+    drawn = pictures(finding.evidence)
+    for picture in drawn:
+        parts.append(f"<h3>elements of {_e(picture.path)}</h3>{svg(picture)}"
+                     f'<p class="legend">{_e(caption(picture))}</p>{worst_table(picture)}')
+    if not drawn:
+        for label, matrix in blame_maps(finding.evidence):
+            parts.append(f"<h3>blame map, {_e(label)}</h3>{heatmap_svg(matrix)}")
+    shown = {"elements"} if drawn else {"blame"} if blame_maps(finding.evidence) else set()
+    rest = {k: v for k, v in finding.evidence.items() if k not in shown}
     if rest:
         parts.append(f"<details><summary>evidence</summary><pre>{_e(json.dumps(jsonable(rest), indent=1))}"
                      "</pre></details>")
