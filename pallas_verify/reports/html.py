@@ -28,6 +28,8 @@ pre{background:#f6f8fa;padding:8px;overflow:auto;white-space:pre-wrap;word-break
 .finding{border:1px solid #d0d7de;border-radius:6px;padding:4px 14px;margin:14px 0}
 code{background:#eff1f3;padding:1px 4px}dl.sum{display:grid;grid-template-columns:max-content auto;gap:2px 14px}
 dl.sum dt{font-weight:600}pre.copy{user-select:all}svg.elements{display:block;margin:6px 0}
+pre.src{white-space:pre;overflow:auto;font-size:12px}pre.src .ln{color:#8c959f}
+pre.src mark{background:#fff1a8;display:inline-block;width:100%}pre.src em{color:#7d4e00;font-size:11px}
 table.worst td,table.worst th{font:12px ui-monospace,monospace;padding:2px 6px}
 """
 
@@ -46,6 +48,7 @@ def _html_finding(i: int, finding: Finding) -> str:
         parts.append(f"<h3>mode</h3><pre>{_e(json.dumps(jsonable(finding.mode)))}</pre>")
     command = reproduce_command(finding)
     parts.append(f'<h3>reproduce</h3><pre class="copy">{_e(command)}</pre>' if command else "<p>No reproducer.</p>")
+    parts.append(_html_source(finding.evidence.get("source")))
     drawn = pictures(finding.evidence)
     for picture in drawn:
         parts.append(f"<h3>elements of {_e(picture.path)}</h3>{svg(picture)}"
@@ -53,12 +56,33 @@ def _html_finding(i: int, finding: Finding) -> str:
     if not drawn:
         for label, matrix in blame_maps(finding.evidence):
             parts.append(f"<h3>blame map, {_e(label)}</h3>{heatmap_svg(matrix)}")
-    shown = {"elements"} if drawn else {"blame"} if blame_maps(finding.evidence) else set()
+    shown = ({"elements"} if drawn else {"blame"} if blame_maps(finding.evidence) else set()) | {"source"}
     rest = {k: v for k, v in finding.evidence.items() if k not in shown}
     if rest:
         parts.append(f"<details><summary>evidence</summary><pre>{_e(json.dumps(jsonable(rest), indent=1))}"
                      "</pre></details>")
     return "".join(parts) + "</section>"
+
+
+def _html_source(source: Any) -> str:
+    """The kernel's source the finding involves (``reports.excerpt``), its marked lines highlighted."""
+    if not isinstance(source, dict) or not isinstance(source.get("blocks"), list):
+        return ""
+    out = []
+    for block in source["blocks"]:
+        try:
+            start, marked = int(block["start"]), {int(n): str(why) for n, why in block.get("marked", [])}
+            lines = [str(line) for line in block["lines"]]
+        except (KeyError, TypeError, ValueError):
+            continue
+        rows = []
+        for n, line in enumerate(lines, start):
+            text = f'<span class="ln">{n:>4}</span> {_e(line)}'
+            rows.append(f'<mark title="{_e(marked[n])}">{text}  <em>{_e(marked[n])}</em></mark>' if n in marked else text)
+        out.append(f"<h3>source: {_e(block.get('function', ''))} "
+                   f"<small>({_e(source.get('path', ''))}:{start})</small></h3>"
+                   f'<pre class="src">{chr(10).join(rows)}</pre>')
+    return "".join(out)
 
 
 def html_page(report: Report, *, title: str = "pallas-verify report") -> str:
