@@ -92,6 +92,10 @@ def _worst(units: np.ndarray, bad: np.ndarray) -> list[int]:
 
 
 def _value(x: Any) -> float | int | str:
+    """An element's value as JSON: a float at its own dtype's shortest repr (3.5048852 for a
+    float32, not 3.504885196685791), a NaN or an infinity as text."""
+    if isinstance(x, np.floating) and np.isfinite(x):
+        return float(np.format_float_positional(x, unique=True, trim="-"))
     v = x.item() if hasattr(x, "item") else x
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)

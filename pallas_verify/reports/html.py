@@ -48,7 +48,6 @@ def _html_finding(i: int, finding: Finding) -> str:
         parts.append(f"<h3>mode</h3><pre>{_e(json.dumps(jsonable(finding.mode)))}</pre>")
     command = reproduce_command(finding)
     parts.append(f'<h3>reproduce</h3><pre class="copy">{_e(command)}</pre>' if command else "<p>No reproducer.</p>")
-    parts.append(_html_source(finding.evidence.get("source")))
     drawn = pictures(finding.evidence)
     for picture in drawn:
         parts.append(f"<h3>elements of {_e(picture.path)}</h3>{svg(picture)}"
@@ -56,6 +55,7 @@ def _html_finding(i: int, finding: Finding) -> str:
     if not drawn:
         for label, matrix in blame_maps(finding.evidence):
             parts.append(f"<h3>blame map, {_e(label)}</h3>{heatmap_svg(matrix)}")
+    parts.append(_html_source(finding.evidence.get("source")))
     shown = ({"elements"} if drawn else {"blame"} if blame_maps(finding.evidence) else set()) | {"source"}
     rest = {k: v for k, v in finding.evidence.items() if k not in shown}
     if rest:

@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from pallas_verify.findings import Finding
+from pallas_verify.oracles.elements import element_evidence
+from pallas_verify.reports.excerpt import kernel_excerpt
 from pallas_verify.reports.report import BackendResult, Report, kernel_rows
+from pallas_verify.tolerance import compare
+from reference_kernels.mutants import grid
 
 TPU = ["interpret", "tpu_interpret", "mosaic_tpu:v4", "mosaic_tpu:v5e", "mosaic_tpu:v5p", "mosaic_tpu:v6e",
        "mosaic_tpu:7x"]
@@ -47,30 +53,50 @@ def _cells(kernel: str, platforms: list[str], backends: list[str], *, fail: dict
     return out
 
 
+def _elements() -> dict:
+    """The element picture of a (16, 128) output whose second row of (8, 32) blocks is wrong."""
+    expected = np.linspace(-1, 1, 16 * 128, dtype=np.float32).reshape(16, 128)
+    actual = expected.copy()
+    actual[8:, :32] += 3.5
+    actual[8:, 32:64] += np.float32(1e-6)
+    actual[8:, 96:] = np.inf
+    return element_evidence(compare("out[0]", actual, expected, None), actual, expected)
+
+
+def _with_source(finding: Finding) -> Finding:
+    """``finding`` with the excerpt of the bundled grid mutants' source it names."""
+    source = kernel_excerpt(grid.acc_across_parallel_spec.kernel, finding)
+    return dataclasses.replace(finding, evidence={**finding.evidence, "source": source}) if source else finding
+
+
 def mismatch(kernel: str = "wrong_program_id", backend: str = "interpret") -> Finding:
-    blocks = [[0.0, 0.0, 0.0, 0.0], [3.5, 1.0, 0.0, float("inf")]]
-    return Finding(kind="mismatch", kernel=kernel, backend=backend, config={"rows": 16, "block_rows": 8},
-                   message="outputs differ beyond the tolerance\nout: 96/512 elements bad (18.8%), max abs error 3.5",
-                   evidence={"blame": {"messages": ["output 0: blocks (1, 0), (1, 1), (1, 3) bad"], "output": 0,
-                                       "block_shape": [8, 32], "block_errors": blocks,
-                                       "block_bad_count": [[0, 0, 0, 0], [40, 24, 0, 32]],
-                                       "writers": [[[1, 0], [[1, 0]]], [[1, 1], [[1, 1]]]]}},
-                   reproducer=f"/tmp/pv/{kernel}-mismatch-{backend}.py", elapsed_s=1.2)
+    blocks = [[0.0, 0.0, 0.0, 0.0], [3.5, 1e-6, 0.0, float("inf")]]
+    return _with_source(Finding(
+        kind="mismatch", kernel=kernel, backend=backend, config={"rows": 16, "block_rows": 8},
+        message="outputs differ beyond the tolerance\nout: 768/2048 elements bad, max abs error 3.5",
+        evidence={"blame": {"messages": ["output 0 (output 0 of _row_sum_kernel): blocks (1, 0), (1, 1), (1, 3) bad"],
+                            "output": 0, "block_shape": [8, 32], "block_errors": blocks,
+                            "block_bad_count": [[0, 0, 0, 0], [256, 256, 0, 256]],
+                            "writers": [[[1, 0], [[1, 0]]], [[1, 1], [[1, 1]]], [[1, 3], [[1, 3]]]]},
+                  "elements": [_elements()]},
+        reproducer=f"/tmp/pv/{kernel}-mismatch-{backend}.py", elapsed_s=1.2))
 
 
 def race() -> Finding:
-    return Finding(kind="race", kernel="acc_across_parallel", backend="static", config={"rows": 32},
-                   message="output block (0, 0) of out is written from grid points (0, 0) and (1, 0) of a parallel axis",
-                   evidence={"call": "acc_kernel", "operand": "output 0", "block": [0, 0],
-                             "grid_points": [[0, 0], [1, 0]]},
-                   reproducer="/tmp/pv/acc_across_parallel-race-static.py", elapsed_s=0.3)
+    return _with_source(Finding(
+        kind="race", kernel="acc_across_parallel", backend="static", config={"rows": 32},
+        message="_row_sum_kernel: block (0, 0) of output 0 is written at grid points (0, j) for j in 0..3, which "
+                "differ along parallel dimension(s) j",
+        evidence={"call": "_row_sum_kernel", "operand": "output 0", "block": [0, 0],
+                  "grid_points": [[0, 0], [0, 1], [0, 2], [0, 3]]},
+        reproducer="/tmp/pv/acc_across_parallel-race-static.py", elapsed_s=0.3))
 
 
 def out_of_bounds() -> Finding:
-    return Finding(kind="out_of_bounds", kernel="rotated_index_map", backend="tpu_interpret", config={"n": 3},
-                   message="block index (3,) of input 0 is outside its array of 3 blocks",
-                   evidence={"call": "copy_kernel", "operand": "input 0", "block": [3], "grid_points": [[2]]},
-                   elapsed_s=2.0)
+    return _with_source(Finding(
+        kind="out_of_bounds", kernel="rotated_index_map", backend="tpu_interpret", config={"n": 3},
+        message="Out-of-bounds read of x_ref in _row_sum_kernel at block index (3,) of input 0, outside its 3 blocks",
+        evidence={"operand": "input 0", "block": [3], "grid_points": [[2]]}, elapsed_s=2.0))
 
 
 def verify_pass() -> Report:
@@ -107,9 +133,9 @@ def conformance() -> Report:
         kernels.append({"name": name, "features": ["attention"], "platforms": ["gpu"]})
         results += _cells(name, ["gpu"], ALL, fail={"triton:h100": "mismatch"} if i == 2 else None)
     findings = [mismatch("gpu_kernel_2", "triton:h100"),
-                Finding(kind="compile_error", kernel="tpu_kernel_4", backend="mosaic_tpu:v5e", config={},
-                        message="Mosaic rejected the block shape (8, 100): the last dimension must be a multiple of 128",
-                        elapsed_s=0.5)]
+                _with_source(Finding(kind="compile_error", kernel="tpu_kernel_4", backend="mosaic_tpu:v5e", config={},
+                                     message="Mosaic rejected _row_sum_kernel's block shape (8, 100): the last "
+                                             "dimension must be a multiple of 128", elapsed_s=0.5))]
     return Report(kernels=kernels, backends=list(ALL), findings=findings, results=results, seed=0, profile="ci",
                   seconds=120.0, executor="local")
 

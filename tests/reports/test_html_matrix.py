@@ -71,13 +71,20 @@ def test_every_cell_is_one_badge_and_the_feature_table_uses_the_same_badges():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(_pages.KINDS))
-def test_each_report_kind_loads_in_chromium_without_errors_or_sideways_scrolling(kind, tmp_path):
+def test_each_report_kind_loads_in_chromium_without_errors_or_sideways_scrolling_and_draws_its_findings(kind, tmp_path):
     report = _pages.KINDS[kind]()
     page = write_reports(report, tmp_path, formats=("html",))["html"]
     dom, probe = _browser.load(page, tmp_path)
     assert probe["errors"] == []
     assert probe["scroll"] <= probe["client"] == _browser.WIDTH
     assert all(right <= _browser.WIDTH for right in probe["tables"])
-    for i, finding in enumerate(report.findings, 1):
-        assert f'id="finding-{i}"' in dom
-        assert f"{finding.kind} in {finding.kernel}" in dom
+    sections = dom.split('<section class="finding"')[1:]
+    assert len(sections) == len(report.findings)
+    for i, (finding, section) in enumerate(zip(report.findings, sections, strict=True), 1):
+        assert section.startswith(f' id="finding-{i}"')
+        assert f"{finding.kind} in {finding.kernel}" in section
+        assert '<pre class="src">' in section  # each finding's source excerpt
+        if finding.kind == "mismatch":  # and a mismatch's picture
+            assert '<svg xmlns="http://www.w3.org/2000/svg" class="elements"' in section
+        if finding.kind in ("race", "out_of_bounds"):
+            assert "<mark " in section
