@@ -13,21 +13,16 @@ scripts every row shows).
 
 from __future__ import annotations
 
-import dataclasses
 import html
-from collections.abc import Iterable
 from typing import Any
 
+from pallas_verify.reports.groups import MatrixGroup, Row, columns_of, matrix_groups, worst
 from pallas_verify.reports.matrix import CELL_LABELS, covered, shared_reason
 from pallas_verify.reports.report import BackendResult, Report
 from pallas_verify.reports.tables import FEATURE_LEGEND, feature_rows
 
-__all__ = ["MATRIX_CSS", "MATRIX_SCRIPT", "Legend", "MatrixGroup", "html_features", "html_matrix", "matrix_groups"]
+__all__ = ["MATRIX_CSS", "MATRIX_SCRIPT", "Legend", "badge", "html_features", "html_matrix"]
 
-#: A row's order: its worst cell's status first.
-SEVERITY = ("fail", "error", "interrupted", "not_reached", "unsupported", "pass", "skipped")
-_FOLDABLE = ("skipped",)
-_Row = tuple[str, str | None]  # (kernel, transform)
 
 MATRIX_CSS = """
 .matrix td,.matrix th{padding:2px 5px;font-size:12px;white-space:nowrap}
@@ -68,9 +63,9 @@ def _e(value: Any) -> str:
 class Legend:
     """Each distinct reason once, numbered in the order first met (a footnote mark)."""
 
-    def __init__(self, rows: list[_Row], columns: list[str]) -> None:
+    def __init__(self, rows: list[Row], columns: list[str]) -> None:
         self._marks: dict[tuple[str, str], int] = {}
-        self._cells: dict[int, list[tuple[_Row, str]]] = {}
+        self._cells: dict[int, list[tuple[Row, str]]] = {}
         self._rows, self._columns = rows, columns
 
     def mark(self, cell: BackendResult) -> int:
@@ -92,58 +87,6 @@ class Legend:
             items.append(f'<li id="reason-{mark}" value="{mark}"><span class="b {_e(status)}">'
                          f"{_e(CELL_LABELS[status])}</span> {_e(reason)} <span class=\"where\">({_e(shown)})</span></li>")
         return f'<ol class="legend">{"".join(items)}</ol>'
-
-
-@dataclasses.dataclass(frozen=True)
-class MatrixGroup:
-    """The kernels that target the same platforms, and the columns they show.
-
-    Attributes:
-      platforms: the group's platforms (empty when the report does not say).
-      rows: (kernel, transform) rows, failures first.
-      columns: every backend column, in the report's order.
-      folded: the columns none of whose cells in this group ran (all ``skip`` or empty).
-    """
-
-    platforms: tuple[str, ...]
-    rows: tuple[_Row, ...]
-    columns: tuple[str, ...]
-    folded: frozenset[str]
-
-
-def _columns(report: Report) -> list[str]:
-    return list(dict.fromkeys([*report.backends, *(r.backend for r in report.results)]))
-
-
-def worst(statuses: Iterable[str]) -> str:
-    """The most severe of ``statuses`` (SEVERITY's order); ``skipped`` when there is none."""
-    return min(statuses, key=lambda s: SEVERITY.index(s) if s in SEVERITY else len(SEVERITY), default="skipped")
-
-
-def matrix_groups(report: Report) -> list[MatrixGroup]:
-    """The matrix split by the kernels' platforms, each group's rows failures first and
-    its columns that ran nothing folded."""
-    columns = _columns(report)
-    platforms = {k["name"]: tuple(sorted(k.get("platforms") or ())) for k in report.kernels}
-    names = list(dict.fromkeys([*(k["name"] for k in report.kernels), *(r.kernel for r in report.results)]))
-    by_kernel: dict[str, list[BackendResult]] = {n: [] for n in names}
-    for r in report.results:
-        by_kernel[r.kernel].append(r)
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for name in names:
-        groups.setdefault(platforms.get(name, ()), []).append(name)
-    out = []
-    for plats, kernels in groups.items():
-        kernels.sort(key=lambda k: SEVERITY.index(worst(r.status for r in by_kernel[k])))
-        rows: list[_Row] = []
-        for k in kernels:
-            rows.append((k, None))
-            rows.extend((k, t) for t in dict.fromkeys(r.transform for r in by_kernel[k] if r.transform))
-        cells = [r for k in kernels for r in by_kernel[k]]
-        ran = {r.backend for r in cells if r.status not in _FOLDABLE}
-        out.append(MatrixGroup(platforms=plats, rows=tuple(rows), columns=tuple(columns),
-                               folded=frozenset(c for c in columns if c not in ran)))
-    return out
 
 
 def _family(column: str) -> tuple[str, str]:
@@ -225,9 +168,9 @@ def _controls() -> str:
 def html_matrix(report: Report) -> str:
     """The kernel x backend matrix: controls, one table per platform group, the legend."""
     groups = matrix_groups(report)
-    if not groups or not _columns(report):
+    if not groups or not columns_of(report):
         return "<p>No kernel x backend cells.</p>"
-    legend = Legend([r for g in groups for r in g.rows], _columns(report))
+    legend = Legend([r for g in groups for r in g.rows], columns_of(report))
     tables = "".join(_group_table(report, g, legend) for g in groups)
     return _controls() + tables + legend.html()
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterable, Sequence
 
+from pallas_verify.reports.groups import matrix_groups
 from pallas_verify.reports.report import BackendResult, Report
 
 __all__ = ["CELL_LABELS", "covered", "matrix_lines", "reason_lines", "shared_reason", "tally"]
@@ -90,8 +91,25 @@ def _cell_name(row: _Row) -> str:
 
 
 def matrix_lines(report: Report) -> list[str]:
-    """The header (backend names) and one line per kernel and per kernel transform."""
+    """The header (backend names) and one line per kernel and per kernel transform. A matrix
+    wider than ``_WIDTH`` is split by the kernels' platforms (``groups.matrix_groups``):
+    a table per group, failures first, without the backends that ran nothing for it."""
     columns, rows = _columns(report), _rows(report)
+    lines = _table(report, columns, rows)
+    groups = matrix_groups(report)
+    if max(map(len, lines)) <= _WIDTH or (len(groups) == 1 and not groups[0].folded):
+        return lines
+    out: list[str] = []
+    for group in groups:
+        shown = [c for c in group.columns if c not in group.folded]
+        title = f"{' + '.join(group.platforms) or 'other'} kernels"
+        folded = _backends_text([c for c in group.columns if c in group.folded], columns)
+        out += ["" if out else None, title + (f" (folded, nothing ran on them: {folded})" if folded else "")]
+        out += _table(report, shown or columns, list(group.rows))
+    return [line for line in out if line is not None]
+
+
+def _table(report: Report, columns: Sequence[str], rows: Sequence[_Row]) -> list[str]:
     groups = _groups(columns)
     shown = {CELL_LABELS[r.status] for r in report.results}
     widths = _widths(groups, [*shown, *(v for k, v in CELL_LABELS.items() if k != "not_reached")])

@@ -8,8 +8,9 @@ import re
 
 import pytest
 
+from pallas_verify.reports.groups import matrix_groups
 from pallas_verify.reports.html import html_page
-from pallas_verify.reports.html_matrix import html_features, html_matrix, matrix_groups
+from pallas_verify.reports.html_matrix import html_features, html_matrix
 from pallas_verify.reports.render import write_reports
 from tests.reports import _browser, _pages
 

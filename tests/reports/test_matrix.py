@@ -100,3 +100,19 @@ def test_kernel_notes_follow_the_reasons():
     out = io.StringIO()
     print_matrix(report, file=out)
     assert "note  add: static check skipped for k: no grid" in out.getvalue().splitlines()
+
+
+def test_a_matrix_wider_than_100_columns_is_split_by_platform_with_the_backends_that_ran_nothing_folded():
+    from tests.reports import _pages
+
+    report = _pages.conformance()  # 14 backends: one table would be 121 columns wide
+    lines = matrix_lines(report)
+    assert max(map(len, lines)) <= 100
+    tpu, gpu = lines.index(next(x for x in lines if x.startswith("tpu kernels"))), lines.index("") + 1
+    assert lines[tpu] == "tpu kernels (folded, nothing ran on them: gpu_interpret, triton:*, mosaic_gpu:*)"
+    assert lines[gpu] == "gpu kernels (folded, nothing ran on them: tpu_interpret, mosaic_tpu:*)"
+    assert lines[tpu + 1].split() == ["kernel", "interpret", "tpu_interpret", "mosaic_tpu:"]
+    assert lines[tpu + 3].split() == ["tpu_kernel_4", "PASS", "PASS", "PASS", "FAIL", "PASS", "PASS", "PASS"]  # failures first
+    assert lines[gpu + 3].split()[0] == "gpu_kernel_2"
+    assert sum(x.split()[0].startswith(("tpu_kernel", "gpu_kernel", "+vmap")) for x in lines if x.strip()) == 10
+    assert all(len(x) <= 100 for x in reason_lines(report))
