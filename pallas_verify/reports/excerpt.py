@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -38,7 +39,11 @@ def _module_of(kernel: Callable[..., Any]) -> tuple[str, str, str] | None:
         source = inspect.getsource(inspect.getmodule(fn))  # type: ignore[arg-type]
     except (TypeError, OSError):
         return None
-    return (path, source, getattr(fn, "__name__", "")) if path else None
+    if not path:
+        return None
+    here = os.getcwd()
+    shown = os.path.relpath(path, here) if path.startswith(here + os.sep) else path  # as the user ran it
+    return shown, source, getattr(fn, "__name__", "")
 
 
 def _text(finding: Finding) -> str:
@@ -76,7 +81,8 @@ def _marks(fn: ast.FunctionDef, lines: list[str], finding: Finding, text: str, p
     marks: dict[int, str] = {}
     for m in _SITE.finditer(text):
         line = int(m.group(2))
-        if path.endswith(m.group(1).lstrip("./")) and fn.lineno <= line <= end:
+        named = m.group(1)
+        if (named.endswith(path) or path.endswith(named.lstrip("./"))) and fn.lineno <= line <= end:
             marks[line] = "named by the finding"
     if not wrapper:
         for ref in _refs_named(fn, text):

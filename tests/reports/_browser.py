@@ -60,7 +60,7 @@ def load(page: Path, tmp: Path) -> tuple[str, dict[str, Any]]:
 def screenshot(page: Path, shot: Path, tmp: Path, *, height: int = 1000) -> Path:
     """A PNG of ``page`` at WIDTH x ``height``."""
     flags = [f for f in _flags(tmp / "profile") if not f.startswith("--window-size")]
-    subprocess.run([chromium(), *flags, f"--window-size={WIDTH},{height}", f"--screenshot={shot}", page.as_uri()],
-                   capture_output=True, timeout=180, check=True)
+    subprocess.run([chromium(), *flags, f"--window-size={WIDTH},{height}", f"--screenshot={shot}",
+                    page.as_uri()], capture_output=True, timeout=180, check=True)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     return shot
