@@ -5,7 +5,8 @@ top-level function of the kernel's module named in the message or blame, such as
 ``_row_sum_kernel``), and, for what the static check found about an operand's blocks,
 the function that calls ``pallas_call`` (its block specs and grid semantics). A line is
 marked when the finding names it (``file.py:LINE`` in its message, log or traceback),
-when it accesses a ref the message names (``o_ref``), or, for a static finding about an
+when it accesses a ref the message names (``o_ref``) or the ref of the operand the
+finding names (``output 0``: the kernel's parameter after the inputs'), or, for a static finding about an
 input's or output's blocks, when it holds the ``in_specs`` or ``out_specs`` and, for a
 race, the ``dimension_semantics``. Written at the time of the finding into
 ``evidence["source"]``, so the report needs no source files to show it.
@@ -23,7 +24,7 @@ from typing import Any
 
 from pallas_verify.findings import Finding
 
-__all__ = ["MAX_LINES", "kernel_excerpt"]
+__all__ = ["MAX_LINES", "kernel_excerpt", "operand_ref"]
 
 MAX_LINES = 60  # a function longer than this is cut around its marked lines
 _SITE = re.compile(r"([\w./-]+\.py)[:\", line ]+(\d+)")
@@ -74,8 +75,31 @@ def _refs_named(fn: ast.FunctionDef, text: str) -> set[str]:
     return {p for p in params if re.search(rf"\b{re.escape(p)}\b", text)}
 
 
+def _params(fn: ast.FunctionDef) -> list[str]:
+    return [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+
+
+def operand_ref(body: ast.FunctionDef, wrapper: ast.FunctionDef, operand: str) -> str | None:
+    """The parameter of the kernel ``body`` that stands for ``operand`` (``"output 0"``,
+    ``"input 1"``), where ``wrapper`` calls ``pallas_call(body, in_specs=[...])`` with a
+    literal list of in_specs (the kernel takes the inputs' refs, then the outputs')."""
+    found = re.fullmatch(r"(input|output) (\d+)", operand)
+    if found is None:
+        return None
+    for call in (n for n in ast.walk(wrapper) if isinstance(n, ast.Call)):
+        if not call.args or not isinstance(call.args[0], ast.Name) or call.args[0].id != body.name:
+            continue
+        specs = next((k.value for k in call.keywords if k.arg == "in_specs"), None)
+        if not isinstance(specs, (ast.List, ast.Tuple)):
+            return None
+        index = int(found.group(2)) + (len(specs.elts) if found.group(1) == "output" else 0)
+        params = _params(body)
+        return params[index] if index < len(params) else None
+    return None
+
+
 def _marks(fn: ast.FunctionDef, lines: list[str], finding: Finding, text: str, path: str,
-           wrapper: bool) -> dict[int, str]:
+           wrapper: bool, refs: frozenset[str] = frozenset()) -> dict[int, str]:
     """Line number -> why, for the lines of ``fn`` the finding involves."""
     end = fn.end_lineno or fn.lineno
     marks: dict[int, str] = {}
@@ -85,10 +109,12 @@ def _marks(fn: ast.FunctionDef, lines: list[str], finding: Finding, text: str, p
         if (named.endswith(path) or path.endswith(named.lstrip("./"))) and fn.lineno <= line <= end:
             marks[line] = "named by the finding"
     if not wrapper:
-        for ref in _refs_named(fn, text):
+        operand = str(finding.evidence.get("operand", ""))
+        for ref in _refs_named(fn, text) | refs:
+            why = f"accesses {ref}" + (f" ({operand})" if ref in refs and ref not in _refs_named(fn, text) else "")
             for n in ast.walk(fn):
                 if isinstance(n, ast.Name) and n.id == ref and n.lineno not in marks:
-                    marks[n.lineno] = f"accesses {ref}"
+                    marks[n.lineno] = why
         return marks
     operand = str(finding.evidence.get("operand", ""))
     wanted = {"out_specs": operand.startswith("output"), "in_specs": operand.startswith("input"),
@@ -128,9 +154,11 @@ def kernel_excerpt(kernel: Callable[..., Any], finding: Finding) -> dict[str, An
     body = _named(functions, finding, text)
     if body is None:
         return None
-    blocks = [_block(body, lines, _marks(body, lines, finding, text, path, wrapper=False))]
-    if finding.backend == "static" and own in functions and own != body.name:
-        wrapper = functions[own]
+    wrapper = functions.get(own) if own != body.name else None
+    ref = operand_ref(body, wrapper, str(finding.evidence.get("operand", ""))) if wrapper else None
+    refs = frozenset([ref] if ref else [])
+    blocks = [_block(body, lines, _marks(body, lines, finding, text, path, wrapper=False, refs=refs))]
+    if finding.backend == "static" and wrapper is not None:
         marks = _marks(wrapper, lines, finding, text, path, wrapper=True)
         if marks:
             blocks.append(_block(wrapper, lines, marks))

@@ -6,7 +6,7 @@ import dataclasses
 import inspect
 
 from pallas_verify.findings import Finding
-from pallas_verify.reports.excerpt import kernel_excerpt
+from pallas_verify.reports.excerpt import kernel_excerpt, operand_ref
 from pallas_verify.reports.html import html_page
 from pallas_verify.reports.report import Report
 from reference_kernels.mutants import grid
@@ -41,7 +41,9 @@ def test_a_static_race_on_an_output_marks_its_block_spec_and_the_grid_semantics(
                               "in 0..3, which differ along parallel dimension(s) j",
                       evidence={"call": "_row_sum_kernel", "operand": "output 0", "block": [0, 0]})
     body, wrapper = kernel_excerpt(KERNEL, finding)["blocks"]
-    assert body["marked"] == []  # no ref named: the body shown as it is
+    # output 0 is o_ref: block_row_sum calls pallas_call(_row_sum_kernel, in_specs=[one spec])
+    assert dict(body["marked"]) == {_line(grid._row_sum_kernel, "o_ref[...] = jnp.zeros"): "accesses o_ref (output 0)",
+                                    _line(grid._row_sum_kernel, "o_ref[...] +="): "accesses o_ref (output 0)"}
     assert wrapper["function"] == "block_row_sum"
     assert dict(wrapper["marked"]) == {_line(grid.block_row_sum, "out_specs="): "the block spec of output 0",
                                        _line(grid.block_row_sum, "dimension_semantics"):
@@ -55,6 +57,17 @@ def test_a_line_the_finding_names_by_file_and_number_is_marked():
                               "(_row_sum_kernel)")
     [block] = kernel_excerpt(KERNEL, finding)["blocks"]
     assert dict(block["marked"]) == {line: "named by the finding"}
+
+
+def test_an_operand_is_the_kernel_parameter_after_the_inputs():
+    import ast
+
+    tree = {n.name: n for n in ast.parse(inspect.getsource(grid)).body if isinstance(n, ast.FunctionDef)}
+    body, wrapper = tree["_row_sum_kernel"], tree["block_row_sum"]
+    assert operand_ref(body, wrapper, "input 0") == "x_ref"
+    assert operand_ref(body, wrapper, "output 0") == "o_ref"
+    assert operand_ref(body, wrapper, "output 1") is None  # no such parameter
+    assert operand_ref(body, tree["_revisit_kernel"], "output 0") is None  # not the caller of this kernel
 
 
 def test_a_finding_that_names_no_function_of_the_module_has_no_excerpt():
