@@ -89,3 +89,11 @@ def test_each_report_kind_loads_in_chromium_without_errors_or_sideways_scrolling
             assert '<svg xmlns="http://www.w3.org/2000/svg" class="elements"' in section
         if finding.kind in ("race", "out_of_bounds"):
             assert "<mark " in section
+
+
+def test_a_report_without_a_seed_does_not_say_seed_none():
+    report = _pages.conformance()
+    report.seed = None
+    page = html_page(report)
+    assert "<dt>seed</dt><dd>not recorded</dd>" in page
+    assert "<dd>None</dd>" not in page
