@@ -79,6 +79,11 @@ def test_each_report_kind_loads_in_chromium_without_errors_or_sideways_scrolling
     assert probe["errors"] == []
     assert probe["scroll"] <= probe["client"] == _browser.WIDTH
     assert all(right <= _browser.WIDTH for right in probe["tables"])
+    assert set(probe["rows"]) == {r.kernel for r in report.results}  # every row shows
+    failing = {r.kernel for r in report.results if r.status == "fail"}
+    assert sorted(probe["failing"]) == sorted(failing)  # "failing only": one row each, no passing kernel's
+    if kind == "conformance":
+        assert (probe["folded_shown"], probe["unfolded"]) == (False, True)
     sections = dom.split('<section class="finding"')[1:]
     assert len(sections) == len(report.findings)
     for i, (finding, section) in enumerate(zip(report.findings, sections, strict=True), 1):
