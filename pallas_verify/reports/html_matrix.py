@@ -37,16 +37,18 @@ MATRIX_CSS = """
 .controls{margin:8px 0;font-size:13px}.controls input[type=search]{width:220px}
 """
 
-#: The filter: a substring of the kernel's name, and "failing only". Rows carry data-kernel
-#: and data-worst; nothing is fetched, nothing is written but the rows' visibility.
+#: The filter: a substring of the kernel's name, and "failing only" (the kernels with a
+#: failing or error row, each with all its rows). Rows carry data-kernel and data-worst;
+#: nothing is fetched, nothing is written but the rows' visibility.
 MATRIX_SCRIPT = """
 (function(){
   var q=document.getElementById('pv-filter'),f=document.getElementById('pv-failing'),u=document.getElementById('pv-unfold');
   if(!q)return;
   function apply(){
-    var text=(q.value||'').toLowerCase(),only=f.checked;
-    document.querySelectorAll('tr[data-kernel]').forEach(function(tr){
-      var hit=tr.dataset.kernel.toLowerCase().indexOf(text)>=0&&(!only||tr.dataset.worst==='fail'||tr.dataset.worst==='error');
+    var text=(q.value||'').toLowerCase(),only=f.checked,rows=document.querySelectorAll('tr[data-kernel]'),bad={};
+    rows.forEach(function(tr){if(tr.dataset.worst==='fail'||tr.dataset.worst==='error')bad[tr.dataset.kernel]=1;});
+    rows.forEach(function(tr){  // a kernel's rows (its transforms') show or hide together
+      var hit=tr.dataset.kernel.toLowerCase().indexOf(text)>=0&&(!only||bad[tr.dataset.kernel]);
       tr.style.display=hit?'':'none';
     });
   }

@@ -126,7 +126,7 @@ def conformance() -> Report:
         name = f"tpu_kernel_{i}"
         kernels.append({"name": name, "features": ["tiling" if i % 2 else "reduction"], "platforms": ["tpu"]})
         na = dict.fromkeys(["tpu_interpret", *TPU[2:]], LONG_NA) if i == 1 else {}
-        results += _cells(name, ["tpu"], ALL, transforms=("vmap",) if i == 1 else (), na=na,
+        results += _cells(name, ["tpu"], ALL, transforms=("vmap",) if i in (1, 4) else (), na=na,
                           fail={"mosaic_tpu:v5e": "compile_error"} if i == 4 else None)
     for i in range(3):
         name = f"gpu_kernel_{i}"

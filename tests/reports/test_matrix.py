@@ -114,5 +114,5 @@ def test_a_matrix_wider_than_100_columns_is_split_by_platform_with_the_backends_
     assert lines[tpu + 1].split() == ["kernel", "interpret", "tpu_interpret", "mosaic_tpu:"]
     assert lines[tpu + 3].split() == ["tpu_kernel_4", "PASS", "PASS", "PASS", "FAIL", "PASS", "PASS", "PASS"]  # failures first
     assert lines[gpu + 3].split()[0] == "gpu_kernel_2"
-    assert sum(x.split()[0].startswith(("tpu_kernel", "gpu_kernel", "+vmap")) for x in lines if x.strip()) == 10
+    assert sum(x.split()[0].startswith(("tpu_kernel", "gpu_kernel", "+vmap")) for x in lines if x.strip()) == 11
     assert all(len(x) <= 100 for x in reason_lines(report))
