@@ -93,7 +93,8 @@ def _cell_name(row: _Row) -> str:
 def matrix_lines(report: Report) -> list[str]:
     """The header (backend names) and one line per kernel and per kernel transform. A matrix
     wider than ``_WIDTH`` is split by the kernels' platforms (``groups.matrix_groups``):
-    a table per group, failures first, without the backends that ran nothing for it."""
+    a table per group, failures first, without the backends that ran nothing for it, and
+    a group's table still too wide in parts of its columns (its kernel column in each)."""
     columns, rows = _columns(report), _rows(report)
     lines = _table(report, columns, rows)
     groups = matrix_groups(report)
@@ -105,8 +106,21 @@ def matrix_lines(report: Report) -> list[str]:
         title = f"{' + '.join(group.platforms) or 'other'} kernels"
         folded = _backends_text([c for c in group.columns if c in group.folded], columns)
         out += ["" if out else None, title + (f" (folded, nothing ran on them: {folded})" if folded else "")]
-        out += _table(report, shown or columns, list(group.rows))
+        for i, part in enumerate(_fitting(report, shown or columns, list(group.rows))):
+            out += [""] * (i > 0) + _table(report, part, list(group.rows))
     return [line for line in out if line is not None]
+
+
+def _fitting(report: Report, columns: Sequence[str], rows: Sequence[_Row]) -> list[list[str]]:
+    """``columns`` in consecutive parts whose tables fit ``_WIDTH`` (a family stays whole)."""
+    parts: list[list[str]] = []
+    current: list[str] = []
+    for _, names in _groups(columns):
+        if current and max(map(len, _table(report, [*current, *names], rows))) > _WIDTH:
+            parts.append(current)
+            current = []
+        current += names
+    return [*parts, current] if current else parts
 
 
 def _table(report: Report, columns: Sequence[str], rows: Sequence[_Row]) -> list[str]:

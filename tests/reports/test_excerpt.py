@@ -84,3 +84,18 @@ def test_the_page_shows_the_excerpt_with_the_marked_lines_highlighted():
     assert "<h3>source: _row_sum_kernel" in page
     assert page.count('<mark title="accesses o_ref">') == 2
     assert "o_ref[...] += x_ref[...]" in page
+
+
+def test_the_terminal_names_the_marked_lines_and_the_worst_elements_not_their_json():
+    from pallas_verify.reports.text import finding_text
+    from tests.reports import _pages
+
+    mismatch, race, _ = _pages.verify_findings().findings
+    text = finding_text(race)
+    assert (f"source: reference_kernels/mutants/grid.py:{_line(grid._row_sum_kernel, 'o_ref[...] +=')} "
+            "(_row_sum_kernel): o_ref[...] += x_ref[...]  <- accesses o_ref (output 0)") in text
+    assert '"blocks"' not in text
+    text = finding_text(mismatch)
+    assert "worst elements of out[0] (error in units of the float32 table's tolerance" in text
+    assert "  (8, 96): kernel inf, reference 0.09428432, NaN/inf" in text
+    assert '"errors"' not in text
