@@ -14,6 +14,7 @@ scripts every row shows).
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 from pallas_verify.reports.groups import MatrixGroup, Row, columns_of, matrix_groups, worst
@@ -197,9 +198,9 @@ def html_features(report: Report) -> str:
 def _feature_badge(text: str) -> str:
     if not text:
         return ""
-    if "/" in text:
-        passed, ran = text.split("/")
-        status = "pass" if passed == ran else "fail"
+    counts = re.fullmatch(r"(\d+)/(\d+)", text)  # kernels passing / run ("n/a" is a label)
+    if counts:
+        status = "pass" if counts.group(1) == counts.group(2) else "fail"
     else:
         status = next((s for s, label in CELL_LABELS.items() if label == text), "skipped")
     return f'<span class="b {status}">{_e(text)}</span>'

@@ -3,6 +3,7 @@ folded, failures first, and every page kind loaded in headless Chromium."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 
@@ -68,6 +69,10 @@ def test_every_cell_is_one_badge_and_the_feature_table_uses_the_same_badges():
     reduction = features[features.index("<th>reduction</th>"):].split("</tr>")[0]
     assert '<span class="b fail">2/3</span>' in reduction  # tpu_kernel_4 fails on mosaic_tpu:v5e
     assert "folded" not in features  # every backend ran some feature
+    report.results = [dataclasses.replace(r, status="unsupported", reason="declared") if r.kernel.startswith("gpu")
+                      and r.backend == "interpret" else r for r in report.results]
+    attention = html_features(report).split("<th>attention</th>")[1].split("</tr>")[0]
+    assert attention.startswith('<td class=""><span class="b unsupported">n/a</span>')  # a label, not 0 of 0
 
 
 @pytest.mark.slow
