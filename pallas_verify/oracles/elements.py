@@ -85,7 +85,14 @@ def _worst(units: np.ndarray, bad: np.ndarray) -> list[int]:
     """The flat indices of the worst bad elements: the largest finite errors first, then up
     to two NaN/inf disagreements (so that those do not hide every finite error)."""
     finite = bad & np.isfinite(units)
-    order = np.argsort(-np.where(finite, units, -1.0), axis=None, kind="stable")
+    keys = np.where(finite, units, -1.0).ravel()
+    if keys.size > WORST:  # the WORST largest in linear time, the first index of equal ones first
+        kth = np.partition(keys, keys.size - WORST)[keys.size - WORST]
+        above = np.flatnonzero(keys > kth)
+        top = [*above.tolist(), *np.flatnonzero(keys == kth)[: WORST - above.size].tolist()]
+    else:
+        top = list(range(keys.size))
+    order = sorted(top, key=lambda i: (-keys[i], i))
     nonfinite = np.flatnonzero(bad & ~np.isfinite(units))[:2]
     chosen = [int(i) for i in order[: WORST - len(nonfinite)] if finite.flat[i]]
     return chosen + [int(i) for i in nonfinite][: WORST - len(chosen)]
