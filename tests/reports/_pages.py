@@ -161,3 +161,16 @@ def smith() -> Report:
 
 KINDS = {"verify_pass": verify_pass, "verify_findings": verify_findings, "fuzz_night_2": fuzz_night_2,
          "conformance": conformance, "smith": smith}
+
+
+def comparison():
+    """Conformance compared with the same run after two regressions: a cell that passed now
+    fails, and one an upstream limitation now stops (n/a)."""
+    from pallas_verify.reports.compare import compare_reports
+
+    old, new = conformance(), conformance()
+    old.results = [dataclasses.replace(r, status="pass", reason="") if r.status == "fail" else r for r in old.results]
+    old.findings = []
+    new.results = [dataclasses.replace(r, status="unsupported", reason=LONG_NA)
+                   if r.kernel == "tpu_kernel_0" and r.backend == "tpu_interpret" else r for r in new.results]
+    return compare_reports(old.to_dict(), new.to_dict(), old_path="old/report.json", new_path="new/report.json")

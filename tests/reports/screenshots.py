@@ -10,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pallas_verify.reports.compare_html import write_comparison
 from pallas_verify.reports.render import write_reports
 from pallas_verify.reports.report import Report
 from tests.reports import _browser, _pages
@@ -24,10 +25,11 @@ def _one(finding: int):
     return page
 
 
-#: (file name, the report, height in pixels)
+#: (file name, the report or comparison, height in pixels)
 SHOTS = [(f"{kind}.png", make, 1000) for kind, make in _pages.KINDS.items()] + [
     ("verify_findings-mismatch.png", _one(0), 1900),
     ("verify_findings-race.png", _one(1), 1600),
+    ("compare.png", _pages.comparison, 700),
 ]
 
 
@@ -37,7 +39,9 @@ def main(out: str) -> list[Path]:
     shots = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, make, height in SHOTS:
-            page = write_reports(make(), Path(tmp) / name, formats=("html",))["html"]
+            made = make()
+            page = (write_reports(made, Path(tmp) / name, formats=("html",))["html"] if isinstance(made, Report)
+                    else write_comparison(made, Path(tmp) / name)["html"])
             shots.append(_browser.screenshot(page, folder / name, Path(tmp), height=height))
     return shots
 

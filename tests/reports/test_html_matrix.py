@@ -108,3 +108,16 @@ def test_a_report_without_a_seed_does_not_say_seed_none():
     page = html_page(report)
     assert "<dt>seed</dt><dd>not recorded</dd>" in page
     assert "<dd>None</dd>" not in page
+
+
+@pytest.mark.slow
+def test_the_comparison_page_loads_in_chromium_without_errors_or_sideways_scrolling(tmp_path):
+    from pallas_verify.reports.compare_html import write_comparison
+
+    comparison = _pages.comparison()
+    page = write_comparison(comparison, tmp_path)["html"]
+    dom, probe = _browser.load(page, tmp_path)
+    assert probe["errors"] == []
+    assert probe["scroll"] <= probe["client"] == _browser.WIDTH
+    assert '<h2 class="bad">new failure (2)</h2>' in dom
+    assert '<h2 class="">new n/a (1)</h2>' in dom
