@@ -15,7 +15,7 @@ EXTRAS := tpu,gpu,dev,cluster
 EXTRAS_OTHERS := tpu
 comma := ,
 
-.PHONY: demo test test-fast test-jax test-corpus bench lint clean redis-server
+.PHONY: demo test test-fast test-jax test-corpus bench lint clean redis-server chromium
 
 # $(call venv,DIR,JAX_RELEASE,EXTRAS): a Python >= 3.12 venv at DIR with the project installed.
 define venv
@@ -53,8 +53,14 @@ redis-server:
 	@command -v redis-server >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; } || true
 
+# The HTML report's tests load each page in Debian's headless chromium: installed here the
+# same way; without it those tests skip saying so.
+chromium:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || true
+
 # loadgroup: the tests of one xdist_group (one Ray cluster, one Redis server) share a worker.
-test: $(STAMP) redis-server
+test: $(STAMP) redis-server chromium
 	$(PY) tests/run_suite.py -n $(PYTEST_WORKERS) --dist loadgroup
 
 test-fast: $(STAMP)

@@ -295,7 +295,8 @@ def _cmd_versions(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     """compare OLD NEW: the comparison's summary (and files); 1 on a new failure."""
     from pallas_verify.reports.compare import compare_files
-    from pallas_verify.reports.compare_text import summary_lines, write_comparison
+    from pallas_verify.reports.compare_html import write_comparison
+    from pallas_verify.reports.compare_text import summary_lines
     from pallas_verify.reports.outdir import writable_dir
 
     out = writable_dir(args.out, option="--out") if args.out else None
@@ -303,7 +304,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     print("\n".join(summary_lines(comparison)))
     if out is not None:
         paths = write_comparison(comparison, out)
-        print(f"comparison: {paths['json']} ({paths['md']})")
+        print(f"comparison: {paths['json']} ({paths['md']}, {paths['html']})")
     return comparison.status
 
 

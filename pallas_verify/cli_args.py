@@ -35,7 +35,7 @@ def _compare_parser(sub: argparse._SubParsersAction) -> None:
     cmd = sub.add_parser("compare", help="what changed between two report.json files (regressions, fixes, n/a)")
     cmd.add_argument("old", metavar="OLD.json", help="the earlier report (or a run's folder holding report.json)")
     cmd.add_argument("new", metavar="NEW.json", help="the later report (or a run's folder holding report.json)")
-    cmd.add_argument("--out", default=None, metavar="DIR", help="write compare.json and compare.md here")
+    cmd.add_argument("--out", default=None, metavar="DIR", help="write compare.json, compare.md and compare.html here")
 
 
 def _smith_parser(sub: argparse._SubParsersAction) -> None:

@@ -192,6 +192,7 @@ def _finish(found: list[tuple[Finding, dict[str, Any], float, int]], shrink_stop
     the inputs their example carries (``blame``; a search blames only the findings it
     reports, not every failing example) and with a reproducer; ``provisional``: a first
     failing example, sent before shrinking (not blamed)."""
+    from pallas_verify.reports.excerpt import kernel_excerpt
     from pallas_verify.reports.reproducer import write_reproducer
 
     done = []
@@ -199,6 +200,9 @@ def _finish(found: list[tuple[Finding, dict[str, Any], float, int]], shrink_stop
         if blame and not provisional:
             finding = runner.tracer.blame(finding, example.get("blame", {}).get(finding.kind))
         evidence = {**finding.evidence, "examples_to_detect": examples}
+        source = kernel_excerpt(runner.spec.kernel, finding)
+        if source is not None:
+            evidence["source"] = source
         if provisional:
             evidence["provisional"] = "the first failing example, before shrinking"
         if shrink_stopped:

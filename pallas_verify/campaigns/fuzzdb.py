@@ -4,8 +4,9 @@ A finding's signature (kind, kernel, backend, transform) de-duplicates findings 
 examples, slices and nights: one finding per kind per cell, as ``verify`` reports them.
 Message text is left out of it (the same bug shows other numbers, elements and shapes in
 each example). The database is a directory: per finding ``<stem>.json`` (the finding),
-``<stem>.py`` and ``<stem>.npz`` (its reproducer, copied as written), each written
-atomically, so a full disk leaves the previous version or nothing, never half a file.
+``<stem>.py`` and ``<stem>.npz`` (its reproducer, copied as written) and its pictures
+(``<stem>.png``, ``<stem>-<output>.png``: ``reports.picture``), each written atomically,
+so a full disk leaves the previous version or nothing, never half a file.
 ``campaigns.replay`` replays the entries.
 
 An entry never poisons a night: one that cannot be read (corrupt JSON, not a finding) is
@@ -21,7 +22,9 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pallas_verify.findings import Finding
 from pallas_verify.reports.report import finding_dict, finding_from_dict
@@ -61,9 +64,28 @@ class FailureDatabase:
             old = Path(finding.reproducer)
             _write(self.root / f"{stem}.npz", old.with_suffix(".npz").read_bytes())
             _write(self.root / f"{stem}.py", old.read_bytes())  # a reproducer names neither itself nor its .npz
-            finding = dataclasses.replace(finding, reproducer=str((self.root / f"{stem}.py").resolve()))
+            finding = dataclasses.replace(finding, reproducer=str((self.root / f"{stem}.py").resolve()),
+                                          evidence=self._pictures(finding.evidence, old.stem, stem))
         _write(self.root / f"{stem}.json", (json.dumps(finding_dict(finding), indent=1) + "\n").encode())
         return finding
+
+    def _pictures(self, evidence: Mapping[str, Any], old: str, stem: str) -> Mapping[str, Any]:
+        """``evidence`` with its pictures (PNGs beside the reproducer) copied as the entry's:
+        ``<stem>.png``, ``<stem>-<output>.png``."""
+        if not evidence.get("pictures"):
+            return evidence
+        kept = []
+        for picture in map(Path, evidence["pictures"]):
+            if picture.is_file() and picture.name.startswith(old):
+                copy = self.root / (stem + picture.name[len(old):])
+                _write(copy, picture.read_bytes())
+                kept.append(str(copy.resolve()))
+        return {**evidence, "pictures": kept}
+
+    def _files(self, entry: Path) -> list[Path]:
+        """An entry's files: its finding, its reproducer and inputs, its pictures."""
+        return [*(entry.with_suffix(s) for s in _SUFFIXES), *entry.parent.glob(f"{entry.stem}.png"),
+                *entry.parent.glob(f"{entry.stem}-*.png")]
 
     def read(self, entry: Path) -> tuple[Finding | None, str]:
         """The finding an entry keeps, or (None, why it cannot be read)."""
@@ -80,15 +102,15 @@ class FailureDatabase:
         return found
 
     def drop(self, entry: Path) -> None:
-        for suffix in _SUFFIXES:
-            entry.with_suffix(suffix).unlink(missing_ok=True)
+        for path in self._files(entry):
+            path.unlink(missing_ok=True)
 
     def quarantine(self, entry: Path, why: str) -> Path:
         """Move an entry's files to ``quarantine/`` with a ``.note`` saying why; the note's path."""
         self.quarantine_dir.mkdir(parents=True, exist_ok=True)
-        for suffix in _SUFFIXES:
-            if entry.with_suffix(suffix).exists():
-                os.replace(entry.with_suffix(suffix), self.quarantine_dir / f"{entry.stem}{suffix}")
+        for path in self._files(entry):
+            if path.exists():
+                os.replace(path, self.quarantine_dir / path.name)
         note = self.quarantine_dir / f"{entry.stem}.note"
         _write(note, f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {why}\n".encode())
         return note

@@ -14,6 +14,7 @@ from pallas_verify import _jax_compat
 from pallas_verify.case import Case, Outcome
 from pallas_verify.findings import Finding
 from pallas_verify.oracles.base import case_finding
+from pallas_verify.oracles.elements import element_evidence
 from pallas_verify.reference import Truth
 from pallas_verify.spec import Tolerance
 from pallas_verify.tolerance import Comparison, compare
@@ -85,13 +86,24 @@ def judge_outcome(
         if not all(c.ok for c in table):
             lines = [c.describe() for c in table if not c.ok]
             found.append(case_finding(case, "mismatch", "outputs differ from the reference:\n" + "\n".join(lines),
-                                  outputs=lines, **_structural(table)))
+                                  outputs=lines, **_structural(table),
+                                  **_elements(table, outcome.outputs, expected, truth, case.spec.tolerance)))
     return found, table
 
 
 #: Why a mismatch of shapes, dtypes or output counts is reported as found, not shrunk.
 STRUCTURAL = ("the outputs' shapes, dtypes or count differ from the reference's, which no smaller input "
               "value would change: reported as found, not shrunk")
+
+
+def _elements(table: Sequence[Comparison], actual: Sequence[np.ndarray], expected: Sequence[np.ndarray],
+              truth: Truth | None, tolerance: Tolerance | None) -> dict[str, list]:
+    """``{"elements": [...]}``: each bad output's element-level picture (``elements``)."""
+    truths = truth.outputs if truth is not None and truth.outputs is not None else []
+    pictures = [element_evidence(c, actual[i], expected[i], truths[i] if i < len(truths) else None, tolerance)
+                for i, c in enumerate(table) if i < len(actual) and i < len(expected)]
+    found = [p for p in pictures if p is not None]
+    return {"elements": found} if found else {}
 
 
 def _structural(table: Sequence[Comparison]) -> dict[str, str]:

@@ -1,17 +1,14 @@
-"""A comparison of two reports as text: the terminal summary, ``compare.md``, and the files
-``pallas-verify compare --out DIR`` writes (``compare.json`` is the source of truth)."""
+"""A comparison of two reports as text: the terminal summary and ``compare.md``
+(``compare_html`` writes the files, ``compare.json`` the source of truth)."""
 
 from __future__ import annotations
 
-import json
 import textwrap
-from pathlib import Path
 
 from pallas_verify.reports.compare import CATEGORIES, Change, Comparison
 from pallas_verify.reports.matrix import CELL_LABELS
-from pallas_verify.reports.report import write_atomic
 
-__all__ = ["WIDTH", "detail", "label", "markdown", "summary_lines", "wrap", "write_comparison"]
+__all__ = ["WIDTH", "detail", "label", "markdown", "summary_lines", "wrap"]
 
 WIDTH = 100  # terminal lines wrap here
 _SHOWN = 8  # changes listed per category in the terminal summary
@@ -97,10 +94,3 @@ def markdown(comparison: Comparison) -> str:
             lines += [f"| {_cell(c.kernel)} | {_cell(c.cell)} | {_cell(detail(c))} |" for c in changes]
     lines += ["", f"{comparison.unchanged} cells unchanged; exit status {comparison.status}."]
     return "\n".join(lines) + "\n"
-
-
-def write_comparison(comparison: Comparison, out_dir: str | Path) -> dict[str, Path]:
-    """Write ``compare.json`` and ``compare.md`` under ``out_dir``; their paths by format."""
-    out = Path(out_dir)
-    return {"json": write_atomic(out / "compare.json", json.dumps(comparison.to_dict(), indent=2) + "\n"),
-            "md": write_atomic(out / "compare.md", markdown(comparison))}

@@ -1,5 +1,6 @@
-"""A report as one self-contained HTML page (inline CSS and SVG, no scripts, no external
-assets) that escapes every string that came from a kernel, a config or a message."""
+"""A report as one self-contained HTML page (inline CSS, SVG and one small inline script
+for the matrix's filter; no external assets, nothing fetched) that escapes every string
+that came from a kernel, a config or a message."""
 
 from __future__ import annotations
 
@@ -9,15 +10,16 @@ from typing import Any
 
 from pallas_verify.findings import Finding
 from pallas_verify.reports.heatmap import blame_maps, heatmap_svg
-from pallas_verify.reports.matrix import CELL_LABELS
+from pallas_verify.reports.html_matrix import MATRIX_CSS, MATRIX_SCRIPT, html_features, html_matrix
+from pallas_verify.reports.picture import caption, pictures, svg, worst_table
 from pallas_verify.reports.report import Report, jsonable
-from pallas_verify.reports.tables import FEATURE_LEGEND, feature_rows, matrix_rows, summary_pairs
+from pallas_verify.reports.tables import summary_pairs
 from pallas_verify.reports.text import reproduce_command
 
 __all__ = ["html_page"]
 
 _CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d2329;max-width:1200px}
+body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d2329;max-width:1320px}
 h1{font-size:22px}h2{font-size:17px;margin-top:28px}
 table{border-collapse:collapse}td,th{border:1px solid #d0d7de;padding:4px 8px;text-align:left}
 th{background:#f6f8fa}.pass{background:#dafbe1}.fail{background:#ffd8d3;font-weight:600}
@@ -25,42 +27,15 @@ th{background:#f6f8fa}.pass{background:#dafbe1}.fail{background:#ffd8d3;font-wei
 pre{background:#f6f8fa;padding:8px;overflow:auto;white-space:pre-wrap;word-break:break-word}
 .finding{border:1px solid #d0d7de;border-radius:6px;padding:4px 14px;margin:14px 0}
 code{background:#eff1f3;padding:1px 4px}dl.sum{display:grid;grid-template-columns:max-content auto;gap:2px 14px}
-dl.sum dt{font-weight:600}
+dl.sum dt{font-weight:600}pre.copy{user-select:all}svg.elements{display:block;margin:6px 0}
+pre.src{white-space:pre;overflow:auto;font-size:12px}pre.src .ln{color:#8c959f}
+pre.src mark{background:#fff1a8;display:inline-block;width:100%}pre.src em{color:#7d4e00;font-size:11px}
+table.worst td,table.worst th{font:12px ui-monospace,monospace;padding:2px 6px}
 """
 
 
 def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
-
-
-def _html_matrix(report: Report) -> str:
-    backends, rows = matrix_rows(report)
-    if not rows or not backends:
-        return "<p>No kernel x backend cells.</p>"
-    head = "".join(f"<th>{_e(b)}</th>" for b in backends)
-    body = []
-    for kernel, cells in rows:
-        tds = []
-        for cell in cells:
-            if cell is None:
-                tds.append("<td></td>")
-                continue
-            detail = cell.effort + (f"; {cell.reason}" if cell.reason else "")
-            tds.append(f'<td class="{cell.status}" title="{_e(detail)}">{CELL_LABELS[cell.status]}'
-                       + (f"<br><small>{_e(cell.reason)}</small>" if cell.reason else "") + "</td>")
-        body.append(f"<tr><th>{_e(kernel)}</th>{''.join(tds)}</tr>")
-    return f"<table><tr><th>kernel</th>{head}</tr>{''.join(body)}</table>"
-
-
-def _html_features(report: Report) -> str:
-    backends, rows = feature_rows(report)
-    if not rows or not backends:
-        return ""
-    head = "".join(f"<th>{_e(b)}</th>" for b in backends)
-    body = "".join(f"<tr><th>{_e(tag)}</th>" + "".join(f"<td>{_e(t)}</td>" for t in texts) + "</tr>"
-                   for tag, texts in rows)
-    return (f"<h2>feature x backend</h2><table><tr><th>feature</th>{head}</tr>{body}</table>"
-            f"<p><small>{_e(FEATURE_LEGEND)}</small></p>")
 
 
 def _html_finding(i: int, finding: Finding) -> str:
@@ -72,14 +47,42 @@ def _html_finding(i: int, finding: Finding) -> str:
     if finding.mode:
         parts.append(f"<h3>mode</h3><pre>{_e(json.dumps(jsonable(finding.mode)))}</pre>")
     command = reproduce_command(finding)
-    parts.append(f"<h3>reproduce</h3><pre>{_e(command)}</pre>" if command else "<p>No reproducer.</p>")
-    for label, matrix in blame_maps(finding.evidence):
-        parts.append(f"<h3>blame map, {_e(label)}</h3>{heatmap_svg(matrix)}")
-    rest = {k: v for k, v in finding.evidence.items() if k != "blame" or not blame_maps(finding.evidence)}
+    parts.append(f'<h3>reproduce</h3><pre class="copy">{_e(command)}</pre>' if command else "<p>No reproducer.</p>")
+    drawn = pictures(finding.evidence)
+    for picture in drawn:
+        parts.append(f"<h3>elements of {_e(picture.path)}</h3>{svg(picture)}"
+                     f'<p class="legend">{_e(caption(picture))}</p>{worst_table(picture)}')
+    if not drawn:
+        for label, matrix in blame_maps(finding.evidence):
+            parts.append(f"<h3>blame map, {_e(label)}</h3>{heatmap_svg(matrix)}")
+    parts.append(_html_source(finding.evidence.get("source")))
+    shown = ({"elements"} if drawn else {"blame"} if blame_maps(finding.evidence) else set()) | {"source"}
+    rest = {k: v for k, v in finding.evidence.items() if k not in shown}
     if rest:
         parts.append(f"<details><summary>evidence</summary><pre>{_e(json.dumps(jsonable(rest), indent=1))}"
                      "</pre></details>")
     return "".join(parts) + "</section>"
+
+
+def _html_source(source: Any) -> str:
+    """The kernel's source the finding involves (``reports.excerpt``), its marked lines highlighted."""
+    if not isinstance(source, dict) or not isinstance(source.get("blocks"), list):
+        return ""
+    out = []
+    for block in source["blocks"]:
+        try:
+            start, marked = int(block["start"]), {int(n): str(why) for n, why in block.get("marked", [])}
+            lines = [str(line) for line in block["lines"]]
+        except (KeyError, TypeError, ValueError):
+            continue
+        rows = []
+        for n, line in enumerate(lines, start):
+            text = f'<span class="ln">{n:>4}</span> {_e(line)}'
+            rows.append(f'<mark title="{_e(marked[n])}">{text}  <em>{_e(marked[n])}</em></mark>' if n in marked else text)
+        out.append(f"<h3>source: {_e(block.get('function', ''))} "
+                   f"<small>({_e(source.get('path', ''))}:{start})</small></h3>"
+                   f'<pre class="src">{chr(10).join(rows)}</pre>')
+    return "".join(out)
 
 
 def html_page(report: Report, *, title: str = "pallas-verify report") -> str:
@@ -87,6 +90,6 @@ def html_page(report: Report, *, title: str = "pallas-verify report") -> str:
     summary = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in summary_pairs(report))
     findings = "".join(_html_finding(i, f) for i, f in enumerate(report.findings, 1))
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
-            f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>"
-            f'<dl class="sum">{summary}</dl><h2>kernel x backend</h2>{_html_matrix(report)}{_html_features(report)}'
-            f"<h2>findings</h2>{findings or '<p>No findings.</p>'}</body></html>\n")
+            f"<style>{_CSS}{MATRIX_CSS}</style></head><body><h1>{_e(title)}</h1>"
+            f'<dl class="sum">{summary}</dl><h2>kernel x backend</h2>{html_matrix(report)}{html_features(report)}'
+            f"<h2>findings</h2>{findings or '<p>No findings.</p>'}<script>{MATRIX_SCRIPT}</script></body></html>\n")

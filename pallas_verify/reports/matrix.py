@@ -23,9 +23,10 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterable, Sequence
 
+from pallas_verify.reports.groups import matrix_groups
 from pallas_verify.reports.report import BackendResult, Report
 
-__all__ = ["CELL_LABELS", "matrix_lines", "reason_lines", "tally"]
+__all__ = ["CELL_LABELS", "covered", "matrix_lines", "reason_lines", "shared_reason", "tally"]
 
 #: What a cell of each status shows; a cell with no result shows "-".
 CELL_LABELS = {"pass": "PASS", "fail": "FAIL", "unsupported": "n/a", "skipped": "skip", "interrupted": "stop",
@@ -90,8 +91,39 @@ def _cell_name(row: _Row) -> str:
 
 
 def matrix_lines(report: Report) -> list[str]:
-    """The header (backend names) and one line per kernel and per kernel transform."""
+    """The header (backend names) and one line per kernel and per kernel transform. A matrix
+    wider than ``_WIDTH`` is split by the kernels' platforms (``groups.matrix_groups``):
+    a table per group, failures first, without the backends that ran nothing for it, and
+    a group's table still too wide in parts of its columns (its kernel column in each)."""
     columns, rows = _columns(report), _rows(report)
+    lines = _table(report, columns, rows)
+    groups = matrix_groups(report)
+    if max(map(len, lines)) <= _WIDTH or (len(groups) == 1 and not groups[0].folded):
+        return lines
+    out: list[str] = []
+    for group in groups:
+        shown = [c for c in group.columns if c not in group.folded]
+        title = f"{' + '.join(group.platforms) or 'other'} kernels"
+        folded = _backends_text([c for c in group.columns if c in group.folded], columns)
+        out += ["" if out else None, title + (f" (folded, nothing ran on them: {folded})" if folded else "")]
+        for i, part in enumerate(_fitting(report, shown or columns, list(group.rows))):
+            out += [""] * (i > 0) + _table(report, part, list(group.rows))
+    return [line for line in out if line is not None]
+
+
+def _fitting(report: Report, columns: Sequence[str], rows: Sequence[_Row]) -> list[list[str]]:
+    """``columns`` in consecutive parts whose tables fit ``_WIDTH`` (a family stays whole)."""
+    parts: list[list[str]] = []
+    current: list[str] = []
+    for _, names in _groups(columns):
+        if current and max(map(len, _table(report, [*current, *names], rows))) > _WIDTH:
+            parts.append(current)
+            current = []
+        current += names
+    return [*parts, current] if current else parts
+
+
+def _table(report: Report, columns: Sequence[str], rows: Sequence[_Row]) -> list[str]:
     groups = _groups(columns)
     shown = {CELL_LABELS[r.status] for r in report.results}
     widths = _widths(groups, [*shown, *(v for k, v in CELL_LABELS.items() if k != "not_reached")])
@@ -120,7 +152,7 @@ def _header_line(start: str, groups: Sequence[tuple[str | None, list[str]]], wid
     return (start + "  ".join(parts)).rstrip()
 
 
-def _shared_reason(result: BackendResult) -> str:
+def shared_reason(result: BackendResult) -> str:
     """The reason, with a leading backend name read as "the backend" (shared across backends)."""
     if result.reason.startswith(f"{result.backend} "):
         return "the backend" + result.reason[len(result.backend):]
@@ -140,7 +172,7 @@ def _backends_text(names: Iterable[str], columns: Sequence[str]) -> str:
     return ", ".join(out)
 
 
-def _covered(cells: Sequence[tuple[_Row, str]], rows: Sequence[_Row], columns: Sequence[str]) -> str:
+def covered(cells: Sequence[tuple[_Row, str]], rows: Sequence[_Row], columns: Sequence[str]) -> str:
     """``"a, a+vmap on x, y; b on z"``: the cells, rows with the same backends together."""
     by_row: dict[_Row, list[str]] = {}
     for row, backend in cells:
@@ -159,12 +191,12 @@ def reason_lines(report: Report) -> list[str]:
     reasons: dict[tuple[str, str], list[tuple[_Row, str]]] = {}
     for r in report.results:
         if r.reason and r.status in _REASON_ORDER:
-            reasons.setdefault((r.status, _shared_reason(r)), []).append(((r.kernel, r.transform), r.backend))
+            reasons.setdefault((r.status, shared_reason(r)), []).append(((r.kernel, r.transform), r.backend))
     lines: list[str] = []
     for (status, reason), cells in sorted(reasons.items(), key=lambda kv: _REASON_ORDER.index(kv[0][0])):
         label = (CELL_LABELS[status].lower() + " ").ljust(6)
         lines += textwrap.wrap(reason, _WIDTH, initial_indent=label, subsequent_indent=" " * 6)
-        lines += textwrap.wrap(_covered(cells, rows, columns), _WIDTH, initial_indent=" " * 8,
+        lines += textwrap.wrap(covered(cells, rows, columns), _WIDTH, initial_indent=" " * 8,
                                subsequent_indent=" " * 10, break_on_hyphens=False)
     return lines
 

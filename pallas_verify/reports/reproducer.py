@@ -22,8 +22,10 @@ from pallas_verify.exits import EXIT_CANNOT_RUN, EXIT_FIXED, EXIT_REPRODUCES
 from pallas_verify.findings import Finding
 from pallas_verify.oracles.divergence import DivergenceEvidence
 from pallas_verify.reports.casefile import save_case
+from pallas_verify.reports.picture import pictures, png
 
-__all__ = ["EXIT_CANNOT_RUN", "EXIT_FIXED", "EXIT_REPRODUCES", "file_stem", "reproducer_source", "write_reproducer"]
+__all__ = ["EXIT_CANNOT_RUN", "EXIT_FIXED", "EXIT_REPRODUCES", "file_stem", "reproducer_source", "write_pictures",
+           "write_reproducer"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")  # characters a file name may not carry
 
@@ -118,5 +120,20 @@ def _others(finding: Finding) -> dict[str, dict[str, Any]]:
 
 
 def write_reproducer(finding: Finding, example: Mapping[str, Any], spec_ref: str | None, out_dir: Path) -> Finding:
-    """The finding with ``reproducer`` set to the path of a freshly written script."""
-    return dataclasses.replace(finding, reproducer=_write_one(finding, example, spec_ref, out_dir))
+    """The finding with ``reproducer`` set to the path of a freshly written script, and the
+    pictures of its bad outputs written beside it as PNG (``evidence["pictures"]``)."""
+    script = _write_one(finding, example, spec_ref, out_dir)
+    drawn = write_pictures(finding, Path(script).with_suffix(""))
+    evidence = {**finding.evidence, "pictures": drawn} if drawn else finding.evidence
+    return dataclasses.replace(finding, reproducer=script, evidence=evidence)
+
+
+def write_pictures(finding: Finding, stem: Path) -> list[str]:
+    """Each bad output's picture (``reports.picture``) as ``STEM.png`` (the first output)
+    and ``STEM-<path>.png`` (the others); returns the paths written."""
+    paths = []
+    for i, drawn in enumerate(pictures(finding.evidence)):
+        path = stem.with_name(stem.name + ("" if i == 0 else "-" + file_stem(drawn.path)) + ".png")
+        path.write_bytes(png(drawn))
+        paths.append(str(path))
+    return paths

@@ -66,7 +66,7 @@ def summary_pairs(report: Report) -> list[tuple[str, str]]:
         ("kernels", str(len(_kernel_names(report)))),
         ("cells", ", ".join(f"{n} {s}" for s, n in by_status.items() if n) or "none"),
         ("findings", str(len(report.findings))),
-        ("seed", str(report.seed)),
+        ("seed", str(report.seed) if report.seed is not None else "not recorded"),
         ("profile", report.profile),
         ("seconds", f"{report.seconds:.1f}"),
         ("interrupted", "yes" if report.interrupted else "no"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
@@ -60,12 +61,33 @@ def _evidence_lines(evidence: Mapping[str, Any], message: str) -> list[str]:
     blame = evidence.get("blame")
     if isinstance(blame, Mapping) and isinstance(blame.get("message"), str):
         lines.append(f"blame: {blame['message']}")
+    lines += _drawn_lines(evidence)
     for key, value in evidence.items():
-        if key not in ("outputs", "blame", "traceback", "log"):
+        if key not in ("outputs", "blame", "traceback", "log", "elements", "source", "pictures"):
             lines.append(f"{key}: {_short(value)}")
     if evidence.get("traceback"):
         lines.append("traceback (last lines):")
         lines.extend(f"  {row}" for row in str(evidence["traceback"]).strip().splitlines()[-8:])
+    return lines
+
+
+def _drawn_lines(evidence: Mapping[str, Any]) -> list[str]:
+    """What the HTML page draws, as lines: each bad output's worst elements, the kernel lines
+    the finding involves, the PNG pictures."""
+    lines = []
+    for entry in evidence.get("elements") or ():
+        if isinstance(entry, Mapping) and entry.get("worst"):
+            lines.append(f"worst elements of {entry.get('path')} (error in units of {entry.get('unit')}):")
+            lines += [f"  {tuple(w.get('index', ()))}: kernel {w.get('kernel')}, reference {w.get('reference')}"
+                      + (f", float64 {w['float64']}" if w.get("float64") is not None else "")
+                      + (f", {w['error']} x the bound" if w.get("error") is not None else ", NaN/inf")
+                      for w in entry["worst"] if isinstance(w, Mapping)]
+    source = evidence.get("source")
+    for block in source.get("blocks", ()) if isinstance(source, Mapping) else ():
+        for line, why in block.get("marked", ()):
+            text = block["lines"][line - block["start"]].strip() if 0 <= line - block["start"] < len(block["lines"]) else ""
+            lines.append(f"source: {source.get('path')}:{line} ({block.get('function')}): {text}  <- {why}")
+    lines += [f"picture: {path}" for path in evidence.get("pictures") or ()]
     return lines
 
 
@@ -113,6 +135,9 @@ def print_summary(report: Report, file: TextIO | None = None) -> None:
     _print_tail(report, file)
 
 
+_WIDTH = 100
+
+
 def feature_lines(report: Report) -> list[str]:
     """The feature x backend table as text (rows: the specs' ``features``), then its legend."""
     backends, rows = feature_rows(report)
@@ -120,10 +145,16 @@ def feature_lines(report: Report) -> list[str]:
         return []
     first = max(len("feature"), *(len(tag) for tag, _ in rows)) + 2
     widths = [max(len(b), *(len(texts[i]) for _, texts in rows)) for i, b in enumerate(backends)]
-    lines = ["feature".ljust(first) + "  ".join(b.ljust(w) for b, w in zip(backends, widths, strict=True))]
-    lines += [tag.ljust(first) + "  ".join(t.ljust(w) for t, w in zip(texts, widths, strict=True))
-              for tag, texts in rows]
-    return [line.rstrip() for line in lines] + [f"({FEATURE_LEGEND})"]
+    parts: list[list[int]] = [[]]
+    for i, w in enumerate(widths):  # columns in parts that fit 100 characters, each with the feature column
+        if parts[-1] and first + sum(widths[j] + 2 for j in parts[-1]) + w > _WIDTH:
+            parts.append([])
+        parts[-1].append(i)
+    lines: list[str] = []
+    for part in parts:
+        lines += [""] * bool(lines) + ["feature".ljust(first) + "  ".join(backends[i].ljust(widths[i]) for i in part)]
+        lines += [tag.ljust(first) + "  ".join(texts[i].ljust(widths[i]) for i in part) for tag, texts in rows]
+    return [line.rstrip() for line in lines] + textwrap.wrap(f"({FEATURE_LEGEND})", _WIDTH)
 
 
 def print_matrix(report: Report, file: TextIO | None = None) -> None:
@@ -135,7 +166,8 @@ def print_matrix(report: Report, file: TextIO | None = None) -> None:
     if features:
         print("\n" + "\n".join(features), file=file)
     reasons = reason_lines(report)
-    reasons += [f"note  {k['name']}: {note}" for k in report.kernels for note in k.get("static_skipped", ())]
+    reasons += [line for k in report.kernels for note in k.get("static_skipped", ())
+                for line in textwrap.wrap(f"note  {k['name']}: {note}", _WIDTH, subsequent_indent=" " * 6)]
     reasons += [f"{k['name']}: {line}" for k in report.kernels for line in upstream_lines(k)]
     if reasons:
         print("\n" + "\n".join(reasons), file=file)

@@ -72,12 +72,16 @@ def test_wrong_outputs_are_a_mismatch_naming_the_output():
     assert f.kind == "mismatch"
     assert f.message.startswith("outputs differ from the reference:\nout")
     assert f.evidence["outputs"] and f.evidence["outputs"][0].startswith("out")
+    [picture] = f.evidence["elements"]  # every element wrong, each by more than its bound
+    assert picture["path"] == f.evidence["outputs"][0].split(":")[0]
+    assert all(v > 1 for row in picture["errors"] for v in row)
 
 
 def test_a_missing_output_is_a_mismatch_of_the_count():
     [f] = findings(Outcome(outputs=(X, X)))
     assert f.kind == "mismatch"
     assert "kernel returned 2 outputs, reference 1" in f.message
+    assert "elements" not in f.evidence  # no element is comparable
 
 
 def test_outputs_are_not_judged_without_expected_outputs():

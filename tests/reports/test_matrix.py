@@ -100,3 +100,43 @@ def test_kernel_notes_follow_the_reasons():
     out = io.StringIO()
     print_matrix(report, file=out)
     assert "note  add: static check skipped for k: no grid" in out.getvalue().splitlines()
+
+
+def test_a_matrix_wider_than_100_columns_is_split_by_platform_with_the_backends_that_ran_nothing_folded():
+    from tests.reports import _pages
+
+    report = _pages.conformance()  # 14 backends: one table would be 121 columns wide
+    lines = matrix_lines(report)
+    assert max(map(len, lines)) <= 100
+    tpu, gpu = lines.index(next(x for x in lines if x.startswith("tpu kernels"))), lines.index("") + 1
+    assert lines[tpu] == "tpu kernels (folded, nothing ran on them: gpu_interpret, triton:*, mosaic_gpu:*)"
+    assert lines[gpu] == "gpu kernels (folded, nothing ran on them: tpu_interpret, mosaic_tpu:*)"
+    assert lines[tpu + 1].split() == ["kernel", "interpret", "tpu_interpret", "mosaic_tpu:"]
+    assert lines[tpu + 3].split() == ["tpu_kernel_4", "PASS", "PASS", "PASS", "FAIL", "PASS", "PASS", "PASS"]  # failures first
+    assert lines[gpu + 3].split()[0] == "gpu_kernel_2"
+    assert sum(x.split()[0].startswith(("tpu_kernel", "gpu_kernel", "+vmap")) for x in lines if x.strip()) == 11
+    assert all(len(x) <= 100 for x in reason_lines(report))
+
+
+def test_a_group_still_too_wide_is_in_parts_and_the_whole_terminal_matrix_fits_100_columns():
+    from tests.reports import _pages
+
+    report = _pages.conformance()
+    report.kernels.append({"name": "both", "features": ["portable"], "platforms": ["gpu", "tpu"]})
+    report.results += [_cell("both", b, "pass") for b in _pages.ALL]  # every backend serves it: nothing folds
+    report.kernels[0]["static_skipped"] = ["static check skipped for anonymous: " + "a long reason " * 20]
+    lines = matrix_lines(report)
+    assert max(map(len, lines)) <= 100
+    group = lines[lines.index("gpu + tpu kernels") + 1:]
+    group = group[:next((i for i, x in enumerate(group) if " kernels" in x), len(group))]  # to the next group
+    headers = [x.split() for x in group if x.startswith("kernel ")]
+    assert len(headers) == 2  # in two parts, each with the kernel column
+    assert [h for part in headers for h in part if h != "kernel"] == [
+        "interpret", "tpu_interpret", "gpu_interpret", "mosaic_tpu:", "triton:", "mosaic_gpu:"]
+    assert sum(x.split()[0] == "both" for x in group if x.strip()) == 2  # its row in each part
+    out = io.StringIO()
+    print_matrix(report, file=out)
+    printed = out.getvalue().splitlines()
+    matrix = printed[:next(i for i, x in enumerate(printed) if x.startswith("["))]  # then the findings
+    assert max(map(len, matrix)) <= 100  # the feature table and the notes too
+    assert "feature" in out.getvalue() and "portable" in out.getvalue()

@@ -187,6 +187,10 @@ def test_the_cli_writes_compare_json_and_md_and_exits_one_on_a_regression(tmp_pa
     data = json.loads((tmp_path / "c" / "compare.json").read_text())
     assert data == compare_files(tmp_path / "old.json", tmp_path / "new.json").to_dict()
     assert "## new failure (1)" in (tmp_path / "c" / "compare.md").read_text()
+    page = (tmp_path / "c" / "compare.html").read_text()
+    assert '<h2 class="bad">new failure (1)</h2>' in page
+    assert ('<tr><th>add</th><td>interpret</td><td><span class="b pass">PASS</span> &rarr; '
+            '<span class="b fail">FAIL</span></td>') in page
     (tmp_path / "broken.json").write_text(json.dumps(BROKEN))
     (tmp_path / "mended.json").write_text(json.dumps(MENDED))
     assert cli.main(["compare", str(tmp_path / "broken.json"), str(tmp_path / "mended.json")]) == 0

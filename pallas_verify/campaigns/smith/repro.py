@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pallas_verify.campaigns.smith.source import program_source
 from pallas_verify.findings import Finding
-from pallas_verify.reports.reproducer import file_stem, reproducer_source
+from pallas_verify.reports.reproducer import file_stem, reproducer_source, write_pictures
 
 __all__ = ["write_smith_reproducer"]
 
@@ -45,4 +45,6 @@ def write_smith_reproducer(finding: Finding, out_dir: Path, stem: str) -> Findin
         finding, spec='f"{Path(__file__).resolve()}::KERNEL_SPEC"', config="{}", body=body,
         headline=f"{finding.kind} on backend {finding.backend} (a smith program)",
         note="The kernel and its reference are plain source below."))
-    return dataclasses.replace(finding, reproducer=str(script.resolve()))
+    drawn = write_pictures(finding, script.with_suffix(""))  # beside this reproducer, not the batch's
+    evidence = {**finding.evidence, "pictures": drawn} if drawn else finding.evidence
+    return dataclasses.replace(finding, reproducer=str(script.resolve()), evidence=evidence)

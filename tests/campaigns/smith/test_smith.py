@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -171,3 +172,19 @@ def test_conformance_matrix_gets_a_generated_programs_row(tmp_path: Path) -> Non
     assert rows[0].examples >= 1 and rows[0].reason.startswith(f"{rows[0].examples} programs, ")
     assert rows[0].status == ("fail" if report.findings else "pass")
     assert lines and lines[-1].startswith(f"{GENERATED}: interpret=")
+
+
+def test_a_mismatchs_picture_is_written_beside_smiths_reproducer(tmp_path: Path) -> None:
+    from pallas_verify.oracles.elements import element_evidence
+    from pallas_verify.tolerance import compare
+
+    expected = np.zeros(300, np.float32)
+    actual = expected.copy()
+    actual[256:] = 1.0
+    elements = element_evidence(compare("out", actual, expected, None), actual, expected)
+    finding = _finding("mismatch", "interpret", "outputs differ from the reference")
+    finding = dataclasses.replace(finding, evidence={**finding.evidence, "elements": [elements],
+                                                     "pictures": ["/gone/batch-folder/engine.png"]})
+    written = write_smith_reproducer(finding, tmp_path, "smith-mismatch")
+    assert written.evidence["pictures"] == [str(tmp_path / "smith-mismatch.png")]
+    assert (tmp_path / "smith-mismatch.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
