@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 from pallas_verify.campaigns.conformance import HOST_DEVICES, ensure_host_devices, registered_specs
+from pallas_verify.campaigns.sanitizer import planted_rows
 from pallas_verify.errors import InvalidArgument
 
 
@@ -43,10 +44,12 @@ def test_conformance_with_its_default_kernels_loads_and_runs_every_bundled_spec(
     )
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.splitlines()
-    assert f"[1/{len(registered_specs())}] ragged_add: 2 PASS, 2 skip" in lines  # progress: a line per kernel
+    kernels = len(registered_specs()) + len(planted_rows())  # and the planted-bug rows
+    assert f"[1/{kernels}] ragged_add: 2 PASS, 2 skip" in lines  # progress: a line per kernel
     header = next(i for i, line in enumerate(lines) if line.startswith("kernel "))
-    assert lines[header].split() == ["kernel", "interpret", "gpu_interpret"]
-    rows = [line.split() for line in lines[header + 1:lines.index("", header)]]
+    # the planted-bug rows' static check has a column of its own (findings.KERNEL_ROWS)
+    assert lines[header].split() == ["kernel", "interpret", "gpu_interpret", "static"]
+    rows = [line.split()[:3] for line in lines[header + 1:lines.index("", header)]]
     # JAX 0.11's HLO interpreter cannot run the ring's remote DMAs: JAX's, n/a (make test-jax)
     assert ["ring_permute", "PASS", "skip"] in rows or ["ring_permute", "n/a", "skip"] in rows
     at = rows.index(["ragged_add", "PASS", "skip"])  # one line per kernel, its transform under it
@@ -54,7 +57,7 @@ def test_conformance_with_its_default_kernels_loads_and_runs_every_bundled_spec(
     assert "SKIPPED" not in run.stdout
     report = json.loads((tmp_path / "report.json").read_text())
     cells = {k["name"]: k["results"] for k in report["kernels"]}
-    assert set(cells) == {s.name for s in registered_specs()}
+    assert set(cells) == {s.name for s in registered_specs()} | {row.name for row in planted_rows()}
     assert cells["upstream_gpu_layer_norm"]["interpret"]["status"] == "pass"  # its kernel wraps jax's
     assert cells["ring_permute"]["interpret"]["status"] in ("pass", "unsupported")  # 4 host devices were set up
     assert cells["ring_permute"]["interpret"]["examples"] == 1

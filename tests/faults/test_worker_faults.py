@@ -17,7 +17,9 @@ def test_a_unit_whose_worker_is_killed_is_retried_and_never_a_finding(staged):
     assert "killed by signal SIGKILL" in retry["message"]
     assert outcome.report["run"]["lost"] == []  # the second attempt ran
     cells = {k["name"]: k["results"]["interpret"]["status"] for k in outcome.report["kernels"]}
-    assert cells == {"block_copy": "pass", "rotated_index_map": "fail", "acc_across_parallel": "fail"}
+    assert cells == {"block_copy": "pass", "rotated_index_map": "fail", "acc_across_parallel": "pass"}
+    static = {k["name"]: k["results"].get("static", {}).get("status") for k in outcome.report["kernels"]}
+    assert static == {"block_copy": None, "rotated_index_map": None, "acc_across_parallel": "fail"}  # its own row
 
 
 def test_a_timeout_found_is_a_timeout_kept_when_the_budget_cuts_its_shrinking(staged):

@@ -170,20 +170,8 @@ BUGS: dict[str, ClassBug] = {
 del tpu_interpret  # imported for its side effect: interpret mode's modules loaded before patching
 
 
-@contextlib.contextmanager
-def planted(name: str) -> Iterator[None]:
+def planted(name: str) -> contextlib.AbstractContextManager[None]:
     """Run the interpreters with bug ``name`` planted; caches cleared around it."""
-    import jax
+    from tests.campaigns.smith._mutants import planting
 
-    from pallas_verify.backends import execute
-
-    def clear() -> None:
-        execute._JIT_CACHE.clear()
-        jax.clear_caches()
-
-    clear()
-    try:
-        with BUGS[name].patch():
-            yield
-    finally:
-        clear()
+    return planting(BUGS[name].patch())

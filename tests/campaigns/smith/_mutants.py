@@ -329,9 +329,15 @@ def _swapped_item(table: dict[Any, Any], key: Any, value: Any) -> Iterator[None]
         table[key] = original
 
 
-@contextlib.contextmanager
-def planted(name: str) -> Iterator[None]:
+def planted(name: str) -> contextlib.AbstractContextManager[None]:
     """Run the interpreters with mutant ``name`` planted; caches cleared around it."""
+    return planting(MUTANTS[name].patch())
+
+
+@contextlib.contextmanager
+def planting(patch: contextlib.AbstractContextManager[Any]) -> Iterator[None]:
+    """Run the interpreters under ``patch`` (a planted bug), compiled caches cleared around
+    it so that nothing compiled without it (or with it) is reused."""
     from pallas_verify.backends import execute
 
     def clear() -> None:
@@ -340,7 +346,7 @@ def planted(name: str) -> Iterator[None]:
 
     clear()
     try:
-        with MUTANTS[name].patch():
+        with patch:
             yield
     finally:
         clear()
