@@ -32,7 +32,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from pallas_verify.grid.trace import UNWINDOWED_SPACES, BlockOperand, PallasCall, block_indices
+from pallas_verify.grid.points import block_indices
+from pallas_verify.grid.trace import UNWINDOWED_SPACES, BlockOperand, PallasCall
 
 __all__ = ["ALIAS_HAZARD", "AliasHazard", "alias_hazards", "core_of", "element_boxes"]
 

@@ -224,7 +224,7 @@ def _elements(call: PallasCall | None, number: int, text: str) -> str:
 def _block_points(call: PallasCall, operand: BlockOperand, ranges: list[tuple[int, int]]) -> str:
     """``" = block (0, 0), which the index map gives at grid points (0, j) for j in 0..3"``."""
     from pallas_verify.grid.check import describe_points
-    from pallas_verify.grid.trace import block_indices, grid_points
+    from pallas_verify.grid.points import block_indices, grid_points
 
     if len(ranges) != len(operand.block_shape) or call.skip_reason is not None:
         return ""

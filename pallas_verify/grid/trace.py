@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -10,12 +9,12 @@ from typing import Any
 
 import jax
 import jax.extend as jex
-import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
 
 from pallas_verify import _jax_compat
 from pallas_verify.grid.dots import dot_roundings
+from pallas_verify.grid.points import block_indices, grid_points
 
 __all__ = ["BlockOperand", "PallasCall", "block_indices", "grid_mappings", "grid_points"]
 
@@ -344,61 +343,3 @@ def grid_mappings(
     if concrete and any(c.needs_prefetch for c in calls):
         calls = _Walker(evaluate=True).top(closed, [np.asarray(x) for x in inputs])
     return calls
-
-
-def grid_points(grid: tuple[int, ...]) -> np.ndarray:
-    """All points of ``grid`` in row-major order, as an int array of shape (N, len(grid))."""
-    if not grid:
-        return np.zeros((1, 0), np.int32)
-    mesh = np.meshgrid(*[np.arange(n, dtype=np.int32) for n in grid], indexing="ij")
-    return np.stack([m.reshape(-1) for m in mesh], axis=1)
-
-
-def block_indices(call: PallasCall, operand: BlockOperand, points: np.ndarray) -> np.ndarray:
-    """The block index ``operand``'s index map gives at each of ``points`` (N, rank)."""
-    rank = len(operand.array_shape)
-    if rank == 0:  # a scalar operand (a rank-0 BlockSpec): its one block is ()
-        return np.zeros((len(points), 0), np.int32)
-    prefetch = tuple(call.prefetch or ())
-    padded = np.zeros((_bucket(len(points)), points.shape[1]), np.int32)  # a few sizes compile, not every grid's
-    padded[: len(points)] = points
-    evaluate = _evaluator(operand.index_map, points.shape[1], rank)
-    result = evaluate(jnp.asarray(padded), *prefetch)
-    return np.asarray(result)[: len(points)].reshape(len(points), rank)
-
-
-def _bucket(n: int) -> int:
-    """``n`` rounded up to a power of two (at least 8)."""
-    return max(8, 1 << (max(n, 1) - 1).bit_length())
-
-
-def _map_key(closed: Any) -> tuple[Any, ...]:
-    """What makes two index maps one function: their jaxpr's text, constants and operand
-    types (the same BlockSpec lambda under another config traces to an equal text)."""
-    consts = tuple((np.asarray(c).dtype.str, np.shape(c), np.asarray(c).tobytes()) for c in closed.consts)
-    return str(closed.jaxpr), consts, tuple((tuple(a.shape), str(a.dtype)) for a in closed.in_avals)
-
-
-# Jitted index-map evaluations by _map_key, oldest first; bounded for long-lived workers.
-_EVALUATORS: collections.OrderedDict[tuple[Any, ...], Callable[..., Any]] = collections.OrderedDict()
-
-
-def _evaluator(closed: Any, ndim: int, rank: int) -> Callable[..., Any]:
-    """A jitted evaluation of the index map ``closed`` over a batch of grid points, shared
-    by every index map that is the same function (``_map_key``)."""
-    key = (_map_key(closed), ndim, rank)
-    if key in _EVALUATORS:
-        _EVALUATORS.move_to_end(key)
-        return _EVALUATORS[key]
-    # Scalar-prefetch refs are discharged into plain arrays first (as Pallas's own
-    # interpreter does), so index maps that read SMEM refs with typed ints evaluate.
-    fn = _jax_compat.index_map_function(closed)
-
-    def at(p, *values):
-        out = fn(*[p[d] for d in range(ndim)], *values)[:rank]
-        return jnp.stack([jnp.asarray(v, jnp.int32) for v in out])
-
-    _EVALUATORS[key] = jax.jit(jax.vmap(at, in_axes=(0,) + (None,) * (len(closed.in_avals) - ndim)))
-    if len(_EVALUATORS) > 512:
-        _EVALUATORS.popitem(last=False)
-    return _EVALUATORS[key]
