@@ -65,7 +65,10 @@ class GpuTarget:
     Attributes:
       name: our name (``"h100"``), the part after ``triton:`` / ``mosaic_gpu:``.
       device_kind: the ``device_description_str`` of its target config.
-      real_prefix: real devices whose ``device_kind`` starts with this are this GPU.
+      real_prefixes: real devices whose ``device_kind`` starts with one of these are this
+        GPU: the parts of the same processor (an H200 is an H100's Hopper die, compute
+        capability 9.0a and 132 multiprocessors, with more memory), which run what is
+        compiled for it.
       compute_capability: ``(major, minor)``.
       accelerated: True for the ``a`` feature set (sm_90a, sm_100a).
       core_count: streaming multiprocessors.
@@ -78,7 +81,7 @@ class GpuTarget:
     name: str
     device_kind: str
     ray_type: str
-    real_prefix: str
+    real_prefixes: tuple[str, ...]
     compute_capability: tuple[int, int]
     accelerated: bool
     core_count: int
@@ -103,17 +106,17 @@ TPU_CHIPS: tuple[TpuChip, ...] = (
 
 GPU_TARGETS: tuple[GpuTarget, ...] = (
     GpuTarget(
-        name="a100", ray_type="A100", device_kind="NVIDIA A100-SXM4-40GB", real_prefix="NVIDIA A100",
+        name="a100", ray_type="A100", device_kind="NVIDIA A100-SXM4-40GB", real_prefixes=("NVIDIA A100",),
         compute_capability=(8, 0), accelerated=False, core_count=108,
         smem_per_block_optin=166912, smem_per_core=167936, memory_bytes=42331013120,
     ),
     GpuTarget(
-        name="h100", ray_type="H100", device_kind="NVIDIA H100 80GB HBM3", real_prefix="NVIDIA H100",
+        name="h100", ray_type="H100", device_kind="NVIDIA H100 80GB HBM3", real_prefixes=("NVIDIA H100", "NVIDIA H200", "NVIDIA H800", "NVIDIA GH200"),
         compute_capability=(9, 0), accelerated=True, core_count=132,
         smem_per_block_optin=232448, smem_per_core=233472, memory_bytes=84942979072,
     ),
     GpuTarget(
-        name="b200", ray_type="B200", device_kind="NVIDIA B200", real_prefix="NVIDIA B200",
+        name="b200", ray_type="B200", device_kind="NVIDIA B200", real_prefixes=("NVIDIA B200",),
         compute_capability=(10, 0), accelerated=True, core_count=148,
         smem_per_block_optin=232448, smem_per_core=233472, memory_bytes=191514411008,
     ),
@@ -177,7 +180,7 @@ def target_of(platform: str, device_kind: str) -> str | None:
         kind = " ".join(device_kind.split())
         return next((c.name for c in TPU_CHIPS if kind in c.real_kinds), None)
     if platform in ("gpu", "cuda"):
-        return next((g.name for g in GPU_TARGETS if device_kind.startswith(g.real_prefix)), None)
+        return next((g.name for g in GPU_TARGETS if device_kind.startswith(g.real_prefixes)), None)
     return None
 
 
@@ -221,11 +224,17 @@ def jax_env_defaults(environ: Mapping[str, str], *, tpu: bool, gpu: bool) -> dic
     interpreters work, libtpu compile-only devices and the CUDA plugin's deviceless
     compiles still work) plus placeholder Cloud TPU variables that keep libtpu from
     printing warnings while it looks for a TPU VM's metadata. With an accelerator
-    attached nothing is set, so jax finds it. Variables already set win.
+    attached jax finds it; with a GPU, jax is told not to take most of its memory at
+    start (several processes share it). Variables already set win.
     """
     defaults: dict[str, str] = {}
     if not tpu and not gpu:
         defaults["JAX_PLATFORMS"] = "cpu"
+    if gpu:
+        # The compiled backends run in worker processes beside the parent, all on the one
+        # GPU: each jax process would otherwise take 75% of its memory at start and the
+        # second would fail to allocate.
+        defaults["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     if not tpu:
         # Compile-only use: let several processes (xdist workers, compile workers) load
         # libtpu at once instead of failing on /tmp/libtpu_lockfile.
@@ -281,12 +290,23 @@ def missing_compiler(name: str) -> str | None:
         if importlib.util.find_spec("libtpu") is None:
             return f"libtpu is not installed: pip install 'pallas-verify[{extra}]'"
         return None
-    if importlib.util.find_spec("jax_plugins") is None or importlib.util.find_spec("jax_plugins.xla_cuda12") is None:
+    if _cuda_plugin() is None:
         return f"the CUDA plugin is not installed: pip install 'pallas-verify[{extra}]'"
     if name == "mosaic_gpu" and _ptxas() is None:
         return ("ptxas was not found on PATH nor in /usr/local/cuda/bin: Mosaic GPU assembles "
                 "with the CUDA toolkit's ptxas; install the CUDA toolkit and put ptxas on PATH")
     return None
+
+
+def _cuda_plugin() -> str | None:
+    """The installed CUDA plugin of jax (``jax_plugins.xla_cuda12`` or ``xla_cuda13``: jax's
+    ``cuda12`` and ``cuda13`` extras), or None."""
+    import importlib.util
+
+    if importlib.util.find_spec("jax_plugins") is None:
+        return None
+    return next((f"jax_plugins.{name}" for name in ("xla_cuda12", "xla_cuda13")
+                 if importlib.util.find_spec(f"jax_plugins.{name}") is not None), None)
 
 
 def _ptxas() -> str | None:

@@ -167,7 +167,8 @@ def _child(code: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     ("tpu", "TPU v4 lite", None), ("gpu", "NVIDIA A100-SXM4-80GB", "a100"),
     ("gpu", "NVIDIA A100 80GB PCIe", "a100"), ("cuda", "NVIDIA H100 80GB HBM3", "h100"),
     ("gpu", "NVIDIA H100 PCIe", "h100"), ("gpu", "NVIDIA B200", "b200"),
-    ("gpu", "NVIDIA H200", None), ("gpu", "Tesla V100-SXM2-16GB", None),
+    ("gpu", "NVIDIA H200", "h100"), ("gpu", "NVIDIA GH200 480GB", "h100"),
+    ("gpu", "NVIDIA H20", None), ("gpu", "Tesla V100-SXM2-16GB", None),
     ("cpu", "cpu", None), ("cpu", "TPU v4", None), ("rocm", "AMD Instinct MI300X", None),
 ])
 def test_target_of_maps_device_kinds(platform, kind, expected):
@@ -193,10 +194,25 @@ def test_every_target_is_recognised_from_its_own_compile_device_kind():
     ({"JAX_PLATFORMS": "cuda"}, False, False, {"ALLOW_MULTIPLE_LIBTPU_LOAD": "1", "TPU_WORKER_HOSTNAMES": "localhost",
                                                "TPU_ACCELERATOR_TYPE": "v5litepod-1"}),
     ({}, True, False, {}),
-    ({}, False, True, {"ALLOW_MULTIPLE_LIBTPU_LOAD": "1", "TPU_WORKER_HOSTNAMES": "localhost", "TPU_ACCELERATOR_TYPE": "v5litepod-1"}),
+    ({}, False, True, {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+                       "TPU_WORKER_HOSTNAMES": "localhost", "TPU_ACCELERATOR_TYPE": "v5litepod-1"}),
+    ({"XLA_PYTHON_CLIENT_PREALLOCATE": "true"}, True, True, {}),
 ])
 def test_jax_env_defaults(env, tpu, gpu, expected):
     assert targets.jax_env_defaults(env, tpu=tpu, gpu=gpu) == expected
+
+
+@pytest.mark.parametrize(("installed", "plugin"), [
+    ({"jax_plugins", "jax_plugins.xla_cuda12"}, "jax_plugins.xla_cuda12"),
+    ({"jax_plugins", "jax_plugins.xla_cuda13"}, "jax_plugins.xla_cuda13"),  # jax[cuda13]
+    ({"jax_plugins"}, None), (set(), None)])
+def test_triton_takes_the_cuda_plugin_of_either_cuda_major(monkeypatch, installed, plugin):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name in installed else None)
+    assert targets._cuda_plugin() == plugin
+    missing = targets.missing_compiler("triton")
+    assert missing is None if plugin else missing == "the CUDA plugin is not installed: pip install 'pallas-verify[gpu]'"
 
 
 def test_accelerators_present_reads_pci_vendors(tmp_path):
