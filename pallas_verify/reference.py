@@ -20,7 +20,10 @@ in float64 rounds the float operands of every ``dot_general`` to that narrow dty
 (``Truth.dots``): what a kernel that feeds a matrix unit at its inputs' precision computes
 (the softmax weights of a FlashAttention-style kernel rounded to bf16 before ``p @ v``), a
 rounding the reference may skip. The precision oracle holds a kernel to whichever of the
-two it is nearer, per element.
+two it is nearer, per element. Where jax's device is an NVIDIA GPU whose matrix units take
+float32 operands in TF32 at default precision (``_jax_compat.dots_in_tf32``), a reference
+with float32 inputs and a dot gets the same third evaluation with its dot operands
+rounded to TF32 (``Truth.rounding`` names which rounding was made).
 
 When no ground truth can be had (the reference rounds with ``reduce_precision``, uses an
 operation the evaluation cannot lift, or raises in float64), ``Truth.outputs`` is None and
@@ -74,6 +77,8 @@ class Truth:
       dots: per output, the float64 evaluation with every dot's float operands rounded to
         the narrowest float dtype of the inputs (module docstring); None when the
         reference has no narrow float input or no dot, or no ground truth.
+      rounding: what ``dots`` rounded the operands to: a narrow dtype's name, or
+        ``"tf32"`` (float32 inputs on a GPU whose matrix units take TF32).
     """
 
     outputs: list[np.ndarray] | None
@@ -81,6 +86,7 @@ class Truth:
     depth: int = 1
     shadow: list[np.ndarray | None] | None = None
     dots: list[np.ndarray | None] | None = None
+    rounding: str | None = None
 
 
 # --- one compiled reference per (reference, config, transform) ----------------------
@@ -113,7 +119,7 @@ class Bound:
         compiled, depth, reason = self._lifted.get_or_make(avals, lambda: _lift(self.fn, avals))
         if compiled is None:
             return Truth(outputs=None, reason=reason, depth=depth)
-        run, narrow = compiled
+        run, narrow, rounding = compiled
         try:
             with jax.enable_x64(True):
                 outs, shadows, dots = jax.block_until_ready(run(*(_lift_value(np.asarray(x)) for x in inputs)))
@@ -124,7 +130,8 @@ class Bound:
         shadow: list[np.ndarray | None] = [None] * len(outputs)
         for i, value in zip(narrow, shadows, strict=True):
             shadow[i] = np.asarray(value)
-        return Truth(outputs=outputs, depth=depth, shadow=shadow, dots=[np.asarray(d) for d in dots] or None)
+        rounded = [np.asarray(d) for d in dots] or None
+        return Truth(outputs=outputs, depth=depth, shadow=shadow, dots=rounded, rounding=rounding if rounded else None)
 
 
 # The one process-wide cache of compiled references (a long-lived worker stays small).
@@ -258,7 +265,7 @@ def _lift_params(params: Mapping[str, Any], to: Any) -> dict[str, Any]:
 def _evaluate(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], to: Any = np.float64,
               dots: Any = None) -> list[Any]:
     """Evaluate ``jaxpr`` with floating-point values carried in ``to`` (``_target``), the
-    float operands of every dot rounded to ``dots`` first when it is a dtype."""
+    float operands of every dot rounded to ``dots`` first when it is a dtype (or TF32)."""
     return _jax_compat.evaluate(
         jaxpr, [_lift_value(c, to) for c in consts], args, functools.partial(_apply, to=to, dots=dots),
         literal=lambda v: _lift_value(np.asarray(v.val, dtype=v.aval.dtype), to),
@@ -273,8 +280,18 @@ def _apply(eqn: Any, invals: list[Any], *, to: Any, dots: Any = None) -> list[An
     if body is not None:
         return _evaluate(*body, invals, to=to, dots=dots)
     if dots is not None and name == "dot_general":  # a matrix unit's inputs, at the inputs' precision
-        invals = [v.astype(dots).astype(v.dtype) if _is_float(v.dtype) else v for v in invals]
+        invals = [_rounded(v, dots) if _is_float(v.dtype) else v for v in invals]
     return _jax_compat.bind(eqn, invals, _lift_params(_lift_bodies(name, eqn.params, to, dots), to))
+
+
+def _rounded(value: Any, rounding: Any) -> Any:
+    """``value`` rounded to ``rounding`` (a dtype, or TF32), kept in its own dtype."""
+    if isinstance(rounding, str):  # _jax_compat.TF32
+        from jax import lax
+
+        exponent, mantissa = _jax_compat.TF32_BITS
+        return lax.reduce_precision(value, exponent_bits=exponent, mantissa_bits=mantissa)
+    return value.astype(rounding).astype(value.dtype)
 
 
 def _lift_jaxpr(inner: Any, to: Any, dots: Any = None) -> Any:
@@ -350,7 +367,7 @@ def _lift(fn: Callable[..., Any], avals: tuple[tuple[tuple[int, ...], str], ...]
     lifted = [jax.ShapeDtypeStruct(s, _target(np.dtype(d), np.float64)) for s, d in avals]
     narrow = [i for i, v in enumerate(closed.jaxpr.outvars) if _narrow(v.aval.dtype)]
     carried = [_target(np.dtype(d), np.float32) for _, d in avals]
-    dots = _narrowest(np.dtype(d) for _, d in avals) if _has_dot(closed.jaxpr) else None
+    dots = _dot_rounding([np.dtype(d) for _, d in avals]) if _has_dot(closed.jaxpr) else None
 
     def both(*xs: Any) -> tuple[list[Any], list[Any], list[Any]]:
         truth = _evaluate(closed.jaxpr, closed.consts, xs)
@@ -368,7 +385,19 @@ def _lift(fn: Callable[..., Any], avals: tuple[tuple[tuple[int, ...], str], ...]
         return None, depth, str(exc)
     except Exception as exc:
         return None, depth, f"the reference fails in float64: {type(exc).__name__}: {_first_line(exc)}"
-    return (run, narrow), depth, None
+    return (run, narrow, None if dots is None else getattr(dots, "name", dots)), depth, None
+
+
+def _dot_rounding(dtypes: list[np.dtype]) -> np.dtype | str | None:
+    """What a kernel's matrix unit may round the dot operands of a reference taking
+    ``dtypes`` to: the narrowest narrow float input, else TF32 for float32 inputs where
+    jax's device takes them so (``_jax_compat.dots_in_tf32``), else None."""
+    narrowest = _narrowest(dtypes)
+    if narrowest is not None:
+        return narrowest
+    if any(d == np.float32 for d in dtypes) and _jax_compat.dots_in_tf32():
+        return _jax_compat.TF32
+    return None
 
 
 def _narrowest(dtypes: Iterable[np.dtype]) -> np.dtype | None:

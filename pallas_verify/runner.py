@@ -179,7 +179,8 @@ class Runner:
             return Verdict(_with_schedule(found, outcome), _mismatched(found, judged, outcome, expected, table))
         found, blame = self.reruns.findings(rerun, outcome, expected, paths) if rerun is not None else ([], {})
         if not found and backend.executes and transform is None:
-            found = self.divergences.findings(key, case, outcome, paths, expected, truth)
+            found = self.divergences.findings(key, case, outcome, paths, expected, truth,
+                                              arithmetic=backend.arithmetic)
         if not found and backend.executes and transforms.rule(transform).per_example:
             found = transforms.per_example_findings(case, outcome, lambda alone: self.sandbox.run(alone, backend), paths,
                                                     truth)
@@ -187,13 +188,13 @@ class Runner:
 
     def truth_for(self, case: Case, truth: Truth | None, *, mismatched: bool) -> Truth | None:
         """``truth`` with its rounded-dot evaluation (``reference.Truth.dots``) only for a
-        kernel that rounds its dot operands to a narrow float itself (``grid.dots``): asked
+        kernel that rounds its dot operands so itself (``grid.dots``): asked
         (a trace, waited for) only once the outputs ``mismatched`` without it, for the bare
         kernel."""
         if truth is None or truth.dots is None:
             return truth
-        if not mismatched or case.transform is not None or not self.tracer.rounds_dot_operands(case.config,
-                                                                                                 case.inputs):
+        if not mismatched or case.transform is not None or not self.tracer.rounds_dot_operands(
+                case.config, case.inputs, truth.rounding or ""):
             return dataclasses.replace(truth, dots=None)
         return truth
 

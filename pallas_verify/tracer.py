@@ -82,8 +82,8 @@ class Tracer:
       notes: "static check skipped for <call>: <reason>", each once.
       checked, kernelless: the configs (and input shapes) the static check traced, and
         those of them that ran no Pallas kernel at all.
-      dot_roundings: per config (and input shapes) traced, the narrow float dtypes its
-        kernels round dot operands to (``grid.dots``).
+      dot_roundings: per config (and input shapes) traced, what its kernels round dot
+        operands to (``grid.dots``).
     """
 
     def __init__(self, spec: KernelSpec, sandbox: Sandbox, *, cache_size: int = 256) -> None:
@@ -119,12 +119,13 @@ class Tracer:
             traced.result()
         return traced
 
-    def rounds_dot_operands(self, config: Mapping[str, Any], inputs: Sequence[np.ndarray]) -> bool:
-        """Whether the kernel, on this config and these input shapes, rounds a wider float
-        to a narrow one right before a dot (``grid.dots``), as its static check traced it
-        (waited for; False where that trace failed)."""
+    def rounds_dot_operands(self, config: Mapping[str, Any], inputs: Sequence[np.ndarray], rounding: str) -> bool:
+        """Whether the kernel, on this config and these input shapes, rounds its dot
+        operands to ``rounding`` (``grid.dots``: a wider float to a narrow dtype right before
+        a dot, or ``"tf32"`` for a float32 dot at default precision), as its static check
+        traced it (waited for; False where that trace failed)."""
         self.static(config, inputs).result()
-        return bool(self.dot_roundings.get(config_key(config) + repr(shapes_key(inputs))))
+        return rounding in self.dot_roundings.get(config_key(config) + repr(shapes_key(inputs)), ())
 
     def blame(self, finding: Finding, inputs: BlameInputs | None) -> Finding:
         """``finding`` with its bad elements mapped to output blocks and grid points (and,

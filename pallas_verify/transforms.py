@@ -102,7 +102,7 @@ def _vmap_truth(fn: Callable[..., Any], config: Mapping[str, Any], inputs: Array
         return Truth(outputs=None, reason=missing.reason, depth=depth)
     return Truth(outputs=[np.stack(leaves) for leaves in zip(*(t.outputs or [] for t in per_example), strict=True)],
                  depth=depth, shadow=_stacked([t.shadow for t in per_example]),
-                 dots=_stacked([t.dots for t in per_example]))
+                 dots=_stacked([t.dots for t in per_example]), rounding=per_example[0].rounding if per_example else None)
 
 
 def _stacked(shadows: Sequence[Sequence[np.ndarray | None] | None]) -> list[np.ndarray | None] | None:

@@ -32,7 +32,10 @@ from pallas_verify._jax_compat.frames import Frame as Frame
 from pallas_verify._jax_compat.frames import operation_site as operation_site
 from pallas_verify._jax_compat.frames import tool_frame as tool_frame
 from pallas_verify._jax_compat.frames import upstream_frame as upstream_frame
+from pallas_verify._jax_compat.gpu import TF32 as TF32
+from pallas_verify._jax_compat.gpu import TF32_BITS as TF32_BITS
 from pallas_verify._jax_compat.gpu import default_core_count as default_core_count
+from pallas_verify._jax_compat.gpu import dots_in_tf32 as dots_in_tf32
 from pallas_verify._jax_compat.gpu import gpu_device_facts as gpu_device_facts
 from pallas_verify._jax_compat.interpret import RACE_LOGGERS as RACE_LOGGERS
 from pallas_verify._jax_compat.interpret import capture_logs as capture_logs

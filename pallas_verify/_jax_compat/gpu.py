@@ -19,7 +19,15 @@ from typing import Any
 
 from pallas_verify.errors import check_positive_int
 
-__all__ = ["default_core_count", "gpu_device_facts"]
+__all__ = ["TF32", "default_core_count", "dots_in_tf32", "gpu_device_facts"]
+
+#: The rounding of a float32 dot's operands to TF32 (8 exponent bits, 10 mantissa bits)
+#: that NVIDIA's matrix units make at default precision, as ``reduce_precision`` names it.
+TF32 = "tf32"
+TF32_BITS = (8, 10)
+#: ``jax_default_matmul_precision`` values under which a float32 dot at default precision
+#: may run in TF32 on such a GPU (unset, or asking for it).
+_TF32_PRECISIONS = (None, "default", "fastest", "tensorfloat32")
 
 _LOCK = threading.RLock()
 _MISSING = object()
@@ -36,6 +44,25 @@ def default_core_count() -> int:
     from pallas_verify.backends.families import GPU_TARGETS
 
     return next(t.core_count for t in GPU_TARGETS if t.name == "h100")
+
+
+def dots_in_tf32() -> bool:
+    """Whether jax's default device runs a float32 dot at default precision on TF32
+    operands: an NVIDIA GPU of compute capability 8.0 or later (Ampere on), where XLA's
+    dots and Triton's ``tl.dot`` take TF32 unless asked for more, while
+    ``jax_default_matmul_precision`` leaves it so. Measured on an H200 (JAX 0.11.2): jax's
+    decode attention, its float32 dots at default precision, differs from the float64
+    truth by 0.054 relative on triton and in interpret mode alike, where the CPU gives
+    float32's own error."""
+    import jax
+
+    if jax.config.jax_default_matmul_precision not in _TF32_PRECISIONS:
+        return False
+    device = jax.devices()[0]
+    if device.platform not in ("gpu", "cuda"):
+        return False
+    major = str(getattr(device, "compute_capability", "0")).split(".")[0]
+    return major.isdigit() and int(major) >= 8
 
 
 @contextlib.contextmanager

@@ -17,7 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from catalog_interpreters import INTERPRETERS, ground_truth, reference, run
+from catalog_interpreters import INTERPRETERS, forced, ground_truth, reference, run
+from jax.experimental import pallas as pl
 
 from pallas_verify.backends.interpreters import trace_context
 from pallas_verify.grid.check import grid_mappings
@@ -83,7 +84,9 @@ def test_a_kernel_that_keeps_its_dot_operands_wide_gets_no_rounding_allowance():
     rng = np.random.default_rng(0)
     inputs = tuple(normal(rng, (precision.SEQ, precision.HEAD), jnp.bfloat16) for _ in range(3))
     for spec in (precision.flash_forward_spec, precision.bf16_stats_spec):  # p @ v in float32
-        assert _dot_roundings(spec, {}, inputs) == [()]
+        # no narrow rounding; its float32 dots are the TF32 fact, which a truth of bf16
+        # inputs never measures (reference.Truth.rounding is then "bfloat16")
+        assert _dot_roundings(spec, {}, inputs) == [("tf32",)]
 
 
 def test_the_dot_shadow_rounds_only_dot_operands_and_only_for_narrow_inputs():
@@ -101,3 +104,66 @@ def test_the_dot_shadow_rounds_only_dot_operands_and_only_for_narrow_inputs():
     wide = tuple(np.asarray(x, np.float32) for x in narrow)
     assert truth_of(attend, wide).dots is None  # float32 inputs: nothing to round to
     assert truth_of(lambda x: (x.astype(jnp.float32) * 2).astype(x.dtype), narrow[:1]).dots is None  # no dot
+
+
+# ---------------------------------------------------------------- TF32 on NVIDIA GPUs
+
+def _tf32(x):
+    return jax.lax.reduce_precision(x, exponent_bits=8, mantissa_bits=10)
+
+
+def _matmul_kernel(*, precision=None, operands=lambda x: x):
+    """A one-block float32 matmul; ``operands`` is applied to both before the dot (a GPU's
+    matrix unit at default precision takes them in TF32: ``_tf32`` makes that rounding on
+    the CPU)."""
+    def body(x_ref, y_ref, o_ref):
+        o_ref[...] = jnp.dot(operands(x_ref[...]), operands(y_ref[...]), precision=precision)
+
+    def kernel(x, y):
+        return pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct((x.shape[0], y.shape[1]), x.dtype))(x, y)
+
+    return kernel
+
+
+@pytest.mark.parametrize(("precision", "dtype", "expected"), [
+    (None, jnp.float32, [("tf32",)]), (jax.lax.Precision.DEFAULT, jnp.float32, [("tf32",)]),
+    (jax.lax.Precision.HIGHEST, jnp.float32, [()]), (jax.lax.Precision.HIGH, jnp.float32, [()]),
+    (None, jnp.bfloat16, [()])])
+def test_a_float32_dot_at_default_precision_is_the_tf32_fact(precision, dtype, expected):
+    rng = np.random.default_rng(2)
+    inputs = tuple(normal(rng, (16, 128), dtype) for _ in range(2))
+    inputs = (inputs[0], inputs[1].T)
+    spec = dataclasses.replace(gpu_decode.GPU_DECODE_MQA, kernel=_matmul_kernel(precision=precision))
+    assert _dot_roundings(spec, {}, inputs) == expected
+
+
+def test_on_a_gpu_taking_float32_dots_in_tf32_their_rounding_is_allowed_and_only_there(monkeypatch):
+    from pallas_verify import _jax_compat
+
+    rng = np.random.default_rng(3)
+    x, y = normal(rng, (64, 256), jnp.float32), normal(rng, (256, 64), jnp.float32)
+    kernel = _matmul_kernel(operands=_tf32)  # what the GPU's matrix unit computes at default precision
+    with forced(next(i for i in INTERPRETERS if i.name == "interpret")):
+        got = [np.asarray(kernel(x, y))]
+    expected = [np.asarray(jnp.dot(x, y, precision=jax.lax.Precision.HIGHEST))]
+
+    def matmul(a, b):
+        return a @ b
+
+    monkeypatch.setattr(_jax_compat, "dots_in_tf32", lambda: False)  # a CPU: float32 dots are float32
+    assert truth_of(matmul, (x, y)).dots is None
+    monkeypatch.setattr(_jax_compat, "dots_in_tf32", lambda: True)
+
+    def matmul_on_gpu(a, b):  # another reference: the compiled truth is kept per reference
+        return a @ b
+
+    truth = truth_of(matmul_on_gpu, (x, y))
+    assert truth.rounding == "tf32"
+    tf32_x, tf32_y = (np.asarray(_tf32(a), np.float64) for a in (x, y))  # exact in float32
+    np.testing.assert_allclose(truth.dots[0], tf32_x @ tf32_y, rtol=1e-12)
+    judged = compare_outputs(["out"], got, expected, None, truth)
+    assert all(c.ok for c in judged), [c.describe() for c in judged]
+    without = compare_outputs(["out"], got, expected, None, dataclasses.replace(truth, dots=None))
+    assert not all(c.ok for c in without)  # TF32's rounding is what the rule allows
+    planted = [got[0] * (1 + 2 ** -9)]  # a kernel off by more than TF32 costs is still wrong
+    assert not all(c.ok for c in compare_outputs(["out"], planted, expected, None, truth))
