@@ -25,6 +25,11 @@ class Backend(Protocol):
       reruns_shapes: True when the shape-invariance rerun applies to its runs
         (``oracles/shape_invariance.py``): a correct kernel's rows come out bitwise the
         same inside a longer array.
+      arithmetic: what computes its outputs: ``"xla"`` for the interpreters (the kernel's
+        jaxpr compiled by XLA for jax's device, one math library and one rounding per
+        operation), the compiler family (``"triton"``, ``"mosaic_gpu"``, ``"mosaic_tpu"``)
+        for a real chip. Only backends of one arithmetic are held bitwise to each other
+        (``oracles.divergence``): a chip's exp, rsqrt and reduction order are its own.
     """
 
     name: str
@@ -32,6 +37,7 @@ class Backend(Protocol):
     executes: bool
     isolate: bool
     reruns_shapes: bool
+    arithmetic: str
 
     def available(self) -> str | None:
         """None when usable here, else the reason (printed as the skip reason)."""

@@ -54,6 +54,11 @@ class CompiledBackend:
         return f"{self.family}:{self.target}"
 
     @property
+    def arithmetic(self) -> str:
+        """Its compiler's: a real chip computes with its own math (``Backend.arithmetic``)."""
+        return self.family
+
+    @property
     def platforms(self) -> frozenset[str]:
         return frozenset({families.family(self.family).platform})
 

@@ -40,6 +40,7 @@ class HloInterpret:
     # program whose code depends on the array's extent, so a correct kernel's rows can
     # change in the last bit inside a longer array (measured: flash_forward_f32_stats).
     reruns_shapes: bool = False
+    arithmetic: str = "xla"
 
     def available(self) -> str | None:
         return None
@@ -76,6 +77,7 @@ class TpuInterpret:
     executes: bool = True
     isolate: bool = False
     reruns_shapes: bool = True  # the shape_invariance rerun (oracles/shape_invariance.py)
+    arithmetic: str = "xla"
 
     def available(self) -> str | None:
         return None
@@ -269,6 +271,7 @@ class GpuInterpret:
     executes: bool = True
     isolate: bool = False
     reruns_shapes: bool = False
+    arithmetic: str = "xla"
 
     def available(self) -> str | None:
         gap = _jax_compat.gpu_interpret_gap()

@@ -1,5 +1,9 @@
 """Backend divergence: executing backends that each pass the reference must agree bitwise
-with each other (for specs that declare ``bitwise_stable``).
+with each other (for specs that declare ``bitwise_stable``), where they compute with the
+same arithmetic (``Backend.arithmetic``): the interpreters, XLA's on one device. A real
+chip's compiled kernel has its own exp, rsqrt and reduction order (measured on an H200
+through ``triton:h100``: a correct row norm 2.5e-7 from the truth where the HLO
+interpreter was 1.0e-7), so it is held to the reference alone.
 
 Two backends that both pass can still disagree: the precision oracle's bound is a max
 norm, so a backend that corrupts a few small elements next to large ones can stay under
@@ -132,7 +136,7 @@ class Divergences:
     with each of them."""
 
     def __init__(self, cache_size: int = 256) -> None:
-        self._outputs: Lru[str, dict[str, tuple[Outcome, Mapping[str, Any]]]] = Lru(maxsize=cache_size)
+        self._outputs: Lru[str, dict[str, tuple[Outcome, Mapping[str, Any], str]]] = Lru(maxsize=cache_size)
         self.ties: list[Tie] = []  # every example where two backends differed by rounding only
 
     def notes(self) -> list[str]:
@@ -149,17 +153,19 @@ class Divergences:
                 for (a, b), ties in sorted(pairs.items())]
 
     def findings(self, key: str, case: Case, outcome: Outcome, paths: Sequence[str],
-                 expected: Sequence[np.ndarray] | None = None, truth: Truth | None = None) -> list[Finding]:
-        """Compare ``outcome`` (of example ``key``, passed) with every other backend's
-        outputs for it; then remember it."""
+                 expected: Sequence[np.ndarray] | None = None, truth: Truth | None = None, *,
+                 arithmetic: str = "xla") -> list[Finding]:
+        """Compare ``outcome`` (of example ``key``, passed) with the outputs every other
+        backend of the same ``arithmetic`` gave for it (``Backend.arithmetic``: a real chip
+        is held to the reference, not to the interpreters' bits); then remember it."""
         seen = self._outputs.get_or_make(key, dict)
         found = []
-        for other, (other_outcome, other_mode) in seen.items():
-            if other != case.backend:
+        for other, (other_outcome, other_mode, other_arithmetic) in seen.items():
+            if other != case.backend and other_arithmetic == arithmetic:
                 other_case = dataclasses.replace(case, backend=other, mode=other_mode)
                 found += divergence_findings([other_case, case], [other_outcome, outcome], paths, expected, truth,
                                              self.ties)
-        seen[case.backend] = (Outcome(outputs=outcome.outputs), dict(case.mode))
+        seen[case.backend] = (Outcome(outputs=outcome.outputs), dict(case.mode), arithmetic)
         return found
 
 

@@ -84,6 +84,17 @@ def test_one_backend_farther_off_by_one_bit_is_still_a_finding():
     assert f.backend == "interpret" and f.evidence["blamed"] == ["interpret"]
 
 
+def test_a_real_chip_is_held_to_the_reference_not_to_the_interpreters_bits():
+    """A chip's own rsqrt or reduction order (row_norm_masked on an H200: triton 2.5e-7 from
+    the truth, the HLO interpreter 1.0e-7) is no divergence; two interpreters still are."""
+    chip = _on("triton:h100")
+    seen = Divergences()
+    assert seen.findings("a", _on("interpret"), Outcome(outputs=(X.copy(),)), PATHS, expected=[X]) == []
+    assert seen.findings("a", chip, Outcome(outputs=(_nudged(X, 5),)), PATHS, expected=[X], arithmetic="triton") == []
+    [f] = seen.findings("a", _on("tpu_interpret"), Outcome(outputs=(_nudged(X, 5),)), PATHS, expected=[X])
+    assert f.backend == "tpu_interpret" and f.evidence["backends"] == ["interpret", "tpu_interpret"]
+
+
 def test_a_nan_where_the_reference_is_finite_is_infinitely_far():
     broken = X.copy()
     broken[2] = np.nan
