@@ -285,13 +285,18 @@ def _apply(eqn: Any, invals: list[Any], *, to: Any, dots: Any = None) -> list[An
 
 
 def _rounded(value: Any, rounding: Any) -> Any:
-    """``value`` rounded to ``rounding`` (a dtype, or TF32), kept in its own dtype."""
-    if isinstance(rounding, str):  # _jax_compat.TF32
-        from jax import lax
+    """``value`` rounded to ``rounding`` (a dtype, or TF32), kept in its own dtype.
 
+    The narrow value passes an optimization barrier: XLA's GPU compiler removes a round
+    trip through a narrower float (float64 to bfloat16 and back) where it may keep excess
+    precision, which would leave the rounding unmade (seen in the compiled HLO for an H100,
+    ``tests/catalog/test_matrix_unit_rounding.py``)."""
+    from jax import lax
+
+    if isinstance(rounding, str):  # _jax_compat.TF32
         exponent, mantissa = _jax_compat.TF32_BITS
         return lax.reduce_precision(value, exponent_bits=exponent, mantissa_bits=mantissa)
-    return value.astype(rounding).astype(value.dtype)
+    return lax.optimization_barrier(value.astype(rounding)).astype(value.dtype)
 
 
 def _lift_jaxpr(inner: Any, to: Any, dots: Any = None) -> Any:

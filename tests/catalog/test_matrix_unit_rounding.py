@@ -167,3 +167,23 @@ def test_on_a_gpu_taking_float32_dots_in_tf32_their_rounding_is_allowed_and_only
     assert not all(c.ok for c in without)  # TF32's rounding is what the rule allows
     planted = [got[0] * (1 + 2 ** -9)]  # a kernel off by more than TF32 costs is still wrong
     assert not all(c.ok for c in compare_outputs(["out"], planted, expected, None, truth))
+
+
+@pytest.mark.compile
+def test_the_rounded_dot_truth_keeps_its_rounding_when_compiled_for_a_gpu():
+    """XLA's GPU compiler drops a float64 -> bfloat16 -> float64 round trip (excess
+    precision); on an H200 the rounded-dot truth then equalled the plain one and jax's
+    bf16 decode attention failed for want of its allowance. The barrier keeps it."""
+    from pallas_verify.backends.lowering import _abstract_args, _mesh, _use
+    from pallas_verify.reference import _rounded
+
+    mesh, abstract_mesh = _mesh("triton", "h100")
+    x = np.zeros((64, 64), np.float64)
+
+    def optimized_hlo(rounding):
+        with jax.enable_x64(True), _use(abstract_mesh):
+            traced = jax.jit(lambda a, b: rounding(a) @ b).trace(*_abstract_args((x, x), mesh))
+            return traced.lower(lowering_platforms=("cuda",)).compile().as_text()
+
+    assert "bf16" in optimized_hlo(lambda a: _rounded(a, np.dtype(jnp.bfloat16)))
+    assert "bf16" not in optimized_hlo(lambda a: a.astype(jnp.bfloat16).astype(a.dtype))  # what it guards against
