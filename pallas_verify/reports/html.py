@@ -11,6 +11,7 @@ from typing import Any
 from pallas_verify.findings import Finding
 from pallas_verify.reports.heatmap import blame_maps, heatmap_svg
 from pallas_verify.reports.html_matrix import MATRIX_CSS, MATRIX_SCRIPT, html_features, html_matrix
+from pallas_verify.reports.nights_html import NIGHTS_CSS, finding_night, nights_section
 from pallas_verify.reports.picture import caption, pictures, svg, worst_table
 from pallas_verify.reports.report import Report, jsonable
 from pallas_verify.reports.tables import summary_pairs
@@ -38,10 +39,10 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _html_finding(i: int, finding: Finding) -> str:
+def _html_finding(i: int, finding: Finding, night: str = "") -> str:
     parts = [f'<section class="finding" id="finding-{i}"><h2>{i}. {_e(finding.kind)} in {_e(finding.kernel)} '
              f"on {_e(finding.backend)}{' (' + _e(finding.transform) + ')' if finding.transform else ''}</h2>",
-             f"<p>first seen after {finding.elapsed_s:.1f} s</p>",
+             night, f"<p>first seen after {finding.elapsed_s:.1f} s</p>",
              f"<h3>message</h3><pre>{_e(finding.message)}</pre>",
              f"<h3>minimal config</h3><pre>{_e(json.dumps(jsonable(finding.config), indent=1))}</pre>"]
     if finding.mode:
@@ -86,10 +87,11 @@ def _html_source(source: Any) -> str:
 
 
 def html_page(report: Report, *, title: str = "pallas-verify report") -> str:
-    """A self-contained HTML page: summary, the matrix, and every finding."""
+    """A self-contained HTML page: summary, a fuzz night's statuses and history, the matrix,
+    and every finding."""
     summary = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in summary_pairs(report))
-    findings = "".join(_html_finding(i, f) for i, f in enumerate(report.findings, 1))
+    findings = "".join(_html_finding(i, f, finding_night(report, i - 1)) for i, f in enumerate(report.findings, 1))
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
-            f"<style>{_CSS}{MATRIX_CSS}</style></head><body><h1>{_e(title)}</h1>"
-            f'<dl class="sum">{summary}</dl><h2>kernel x backend</h2>{html_matrix(report)}{html_features(report)}'
+            f"<style>{_CSS}{MATRIX_CSS}{NIGHTS_CSS}</style></head><body><h1>{_e(title)}</h1>"
+            f'<dl class="sum">{summary}</dl>{nights_section(report)}<h2>kernel x backend</h2>{html_matrix(report)}{html_features(report)}'
             f"<h2>findings</h2>{findings or '<p>No findings.</p>'}<script>{MATRIX_SCRIPT}</script></body></html>\n")
