@@ -114,7 +114,7 @@ class Night:
             why = self.why.get(sig, "the run ended before its replay" if final else "its replay has not ended yet")
             rows.append(_row(known.finding, "unchecked", known.first, known.last, why=why))
         rows.sort(key=lambda r: STATUSES.index(r["status"]))
-        return {"night": self.number, "at": self.at, "db": str(self.db.root),
+        return {"night": self.number, "at": self.at, "db": str(self.db.root.resolve()),
                 "counts": {s: sum(r["status"] == s for r in rows) for s in STATUSES}, "findings": rows,
                 "history": self._history(report, final)}
 
@@ -122,7 +122,7 @@ class Night:
         """The terminal's line: ``night 2 of OUT/db: 1 new, 1 still failing, 1 fixed``."""
         counts = section["counts"]
         said = [f"{counts[s]} {s}" for s in STATUSES if counts[s] or s != "unchecked"]
-        return f"night {self.number} of {self.db.root}: {', '.join(said)}"
+        return f"night {self.number} of {self.db.root.resolve()}: {', '.join(said)}"
 
     def record(self, report: Report, *, final: bool) -> dict[str, Any]:
         """Tonight's record in the history: per kernel its cells that passed, failed or did

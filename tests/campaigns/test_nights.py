@@ -67,7 +67,7 @@ def test_a_finding_is_new_then_still_failing_or_fixed_with_the_nights_it_was_fir
     assert _statuses(two) == {"c": ("new", 2, 2), "a": ("still failing", 1, 2), "b": ("fixed", 1, 1)}
     assert [r["status"] for r in two["findings"]] == ["new", "still failing", "fixed"]  # new first
     assert [r["finding"] for r in two["findings"]] == [1, 0, None]  # the index in the report's findings
-    assert second.line(two) == f"night 2 of {db.root}: 1 new, 1 still failing, 1 fixed"
+    assert second.line(two) == f"night 2 of {db.root.resolve()}: 1 new, 1 still failing, 1 fixed"
     entry = next(e for e in db.entries() if e.name.startswith("a-"))
     assert [s["night"] for s in db.stamps(entry)] == [1, 2]  # the entry remembers both nights
     history = two["history"]
