@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from pallas_verify.findings import Finding
+from pallas_verify.reports.grid_picture import grid_caption, grid_picture, grid_svg
 from pallas_verify.reports.heatmap import blame_maps, heatmap_svg
 from pallas_verify.reports.html_matrix import MATRIX_CSS, MATRIX_SCRIPT, html_features, html_matrix
 from pallas_verify.reports.nights_html import NIGHTS_CSS, finding_night, nights_section
@@ -28,7 +29,7 @@ th{background:#f6f8fa}.pass{background:#dafbe1}.fail{background:#ffd8d3;font-wei
 pre{background:#f6f8fa;padding:8px;overflow:auto;white-space:pre-wrap;word-break:break-word}
 .finding{border:1px solid #d0d7de;border-radius:6px;padding:4px 14px;margin:14px 0}
 code{background:#eff1f3;padding:1px 4px}dl.sum{display:grid;grid-template-columns:max-content auto;gap:2px 14px}
-dl.sum dt{font-weight:600}pre.copy{user-select:all}svg.elements{display:block;margin:6px 0}
+dl.sum dt{font-weight:600}pre.copy{user-select:all}svg.elements,svg.grid-picture{display:block;margin:6px 0;max-width:100%}
 pre.src{white-space:pre;overflow:auto;font-size:12px}pre.src .ln{color:#8c959f}
 pre.src mark{background:#fff1a8;display:inline-block;width:100%}pre.src em{color:#7d4e00;font-size:11px}
 table.worst td,table.worst th{font:12px ui-monospace,monospace;padding:2px 6px}
@@ -56,6 +57,10 @@ def _html_finding(i: int, finding: Finding, night: str = "") -> str:
     if not drawn:
         for label, matrix in blame_maps(finding.evidence):
             parts.append(f"<h3>blame map, {_e(label)}</h3>{heatmap_svg(matrix)}")
+    grid = grid_picture(finding.evidence, finding.kind)
+    if grid is not None:
+        parts.append(f"<h3>grid and blocks of {_e(finding.evidence.get('call') or finding.kernel)}</h3>"
+                     f'{grid_svg(grid)}<p class="legend">{_e(grid_caption(grid))}</p>')
     parts.append(_html_source(finding.evidence.get("source")))
     shown = ({"elements"} if drawn else {"blame"} if blame_maps(finding.evidence) else set()) | {"source"}
     rest = {k: v for k, v in finding.evidence.items() if k not in shown}
