@@ -288,7 +288,7 @@ def _cmd_versions(args: argparse.Namespace) -> int:
                         say=lambda line: print(line, flush=True))
     print("\n".join(["", *matrix_lines(matrix)]))
     paths = write_matrix(matrix, out)
-    print(f"versions: {paths['json']} ({paths['md']})")
+    print(f"versions: {paths['json']} ({paths['html']}, {paths['md']})")
     return matrix.status
 
 

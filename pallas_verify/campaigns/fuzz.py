@@ -21,22 +21,23 @@ What survives what (``campaigns.units`` decides what a unit's end means, once):
 
 Findings are de-duplicated by signature and each new one is kept in the failure database
 under ``OUT/db`` (``fuzzdb``); the next run replays the database, interleaved with the
-cells, and drops the entries that no longer reproduce.
+cells, and drops the entries that no longer reproduce. Each run is a night: the report
+says per finding whether it is new tonight, still failing or fixed, when it was first and
+last seen, and per kernel its last nights (``campaigns.nights``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import random
-import shutil
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, TextIO
 
 from pallas_verify.campaigns.budget import parse_budget
 from pallas_verify.campaigns.fuzzdb import FailureDatabase, signature
+from pallas_verify.campaigns.nights import Night
 from pallas_verify.campaigns.output import CampaignOutput
 from pallas_verify.campaigns.plan import Cell, FuzzOptions, plan
 from pallas_verify.campaigns.replay import ReplayEnd, Replays
@@ -85,6 +86,12 @@ class _Run:
     losses: dict[Cell, int] = dataclasses.field(default_factory=dict)  # lost in a row
     lost: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     notes: dict[str, list[Any]] = dataclasses.field(default_factory=dict)  # key -> [first text, count]
+    night: Night = dataclasses.field(init=False)  # tonight against the nights before (``campaigns.nights``)
+
+    def __post_init__(self) -> None:
+        self.night = Night(self.db)
+        for note in self.night.notes:
+            self.note(note)
 
     def order(self) -> Iterator[Cell]:
         """Cells round-robin, each round shuffled by the seed; ends when every cell retired."""
@@ -167,6 +174,10 @@ class _Run:
         if end is None:
             return
         self.finished += 1
+        if end.entry is not None:
+            self.night.replayed(end.entry, end.verdict, end.why)
+        if end.fixed is not None and end.entry is not None and signature(end.fixed) not in self.kept:
+            self.db.drop(end.entry)  # (found again tonight, the entry holds tonight's case: kept)
         if end.lost is not None:  # it counts for nothing against its entry
             lost = end.lost
             self.lost.append({"unit": arrival.work.tag, "cause": lost.cause, "message": lost.message,
@@ -203,7 +214,7 @@ class _Run:
         new = sig not in self.kept
         if not replayed:
             try:
-                finding = self.db.add(finding, sig)
+                finding = self.db.add(finding, sig, seen=self.night.seen(sig))
             except OSError as exc:
                 self.note(f"failure database {self.db.root}: cannot write ({exc.strerror or exc}); its findings "
                           "are in the report only")
@@ -255,6 +266,7 @@ class _Run:
                       "slices": self.slices, "retried": units.retried, "lost": self.lost,
                       "notes": [text + (f" [{n} units]" if n > 1 else "") for text, n in self.notes.values()]
                       + write_notes(units.write_errors)}
+        report.run["nights"] = self.night.section(report, final=final)
         return report
 
     def _why_not(self, cell: Cell, final: bool, running: bool) -> str:
@@ -301,25 +313,16 @@ def fuzz(options: FuzzOptions, *, stream: TextIO | None = None) -> Report:
             # IMPORT_LIMIT_S)) and planning come before it.
             running = _loop(run, units, replays, out, time.monotonic(), stop, began)
         final = run.assemble(time.monotonic() - began, final=True, units=units, running=running)
-        _tidy(options.out_dir / "tmp", final)
+        final.run["notes"] += run.night.end(final)
+        units.tidy(final)
         written = out.write(final)
     where = f"report: {out.paths()['html']}" if written else f"report NOT written ({out.error})"
+    run.progress.note(run.night.line(final.run["nights"]))
     run.progress.note(f"{len(final.findings)} findings in {final.seconds:.0f} s"
                       f"{' (interrupted)' if run.stop else ''}; {where}")
     if not written:
         final.run["output_error"] = out.error
     return final
-
-
-def _tidy(tmp: Path, report: Report) -> None:
-    """Remove the units' reproducer folders, but those a finding still points into (its
-    copy in the failure database could not be written)."""
-    keep = {Path(f.reproducer).parent for f in report.findings if f.reproducer}
-    for folder in sorted(tmp.iterdir()) if tmp.is_dir() else ():
-        if folder not in keep:
-            shutil.rmtree(folder, ignore_errors=True)
-    if tmp.is_dir() and not any(tmp.iterdir()):
-        tmp.rmdir()
 
 
 def _loop(run: _Run, units: Units, replays: Replays, out: CampaignOutput, started: float, stop: Any,
@@ -345,7 +348,7 @@ def _loop(run: _Run, units: Units, replays: Replays, out: CampaignOutput, starte
             arrived = units.poll(0.5)
             for arrival in arrived:  # kept even when a stop arrived meanwhile
                 if arrival.work.kind == "replay":
-                    run.replayed(arrival, replays.absorb(arrival))
+                    run.replayed(arrival, replays.absorb(arrival, run.night.stamp))
                 else:
                     run.absorb(arrival)
             if arrived:

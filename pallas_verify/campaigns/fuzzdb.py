@@ -7,7 +7,9 @@ each example). The database is a directory: per finding ``<stem>.json`` (the fin
 ``<stem>.py`` and ``<stem>.npz`` (its reproducer, copied as written) and its pictures
 (``<stem>.png``, ``<stem>-<output>.png``: ``reports.picture``), each written atomically,
 so a full disk leaves the previous version or nothing, never half a file.
-``campaigns.replay`` replays the entries.
+``campaigns.replay`` replays the entries. An entry also says when its finding was first
+seen and the last night it showed (``first_seen``, ``last_seen``: ``{"night": N, "at":
+TIME}``, ``campaigns.nights``); ``history/nights.json`` keeps a record per night.
 
 An entry never poisons a night: one that cannot be read (corrupt JSON, not a finding) is
 moved to ``quarantine/`` with a ``.note`` saying why; one whose replay cannot run is kept
@@ -30,7 +32,10 @@ from pallas_verify.findings import Finding
 from pallas_verify.reports.report import finding_dict, finding_from_dict
 from pallas_verify.reports.reproducer import file_stem
 
-__all__ = ["RETIRE_AFTER_NIGHTS", "FailureDatabase", "signature"]
+__all__ = ["RETIRE_AFTER_NIGHTS", "FailureDatabase", "Stamp", "signature", "write_file"]
+
+#: When a night ran: ``{"night": N, "at": "2025-06-01T02:00:00Z"}`` (``campaigns.nights``).
+Stamp = dict[str, Any]
 
 #: An entry whose replay could not run on this many nights in a row is retired.
 RETIRE_AFTER_NIGHTS = 3
@@ -55,18 +60,25 @@ class FailureDatabase:
     def entries(self) -> list[Path]:
         return sorted(self.root.glob("*.json")) if self.root.is_dir() else []
 
-    def add(self, finding: Finding, sig: str) -> Finding:
+    @property
+    def history_path(self) -> Path:
+        """The nights' records (``campaigns.nights``), apart from the entries."""
+        return self.root / "history" / "nights.json"
+
+    def add(self, finding: Finding, sig: str, *, seen: tuple[Stamp | None, Stamp] | None = None) -> Finding:
         """Keep ``finding`` (replacing the entry of the same signature); the finding with its
-        reproducer in the database. OSError when the disk refuses (nothing half-written)."""
+        reproducer in the database. ``seen``: the nights it was first and last seen. OSError
+        when the disk refuses (nothing half-written)."""
         stem = file_stem(finding.kernel, finding.kind, finding.backend, hashlib.sha1(sig.encode()).hexdigest()[:8])
         self.root.mkdir(parents=True, exist_ok=True)
         if finding.reproducer and Path(finding.reproducer).is_file():
             old = Path(finding.reproducer)
-            _write(self.root / f"{stem}.npz", old.with_suffix(".npz").read_bytes())
-            _write(self.root / f"{stem}.py", old.read_bytes())  # a reproducer names neither itself nor its .npz
+            write_file(self.root / f"{stem}.npz", old.with_suffix(".npz").read_bytes())
+            write_file(self.root / f"{stem}.py", old.read_bytes())  # a reproducer names neither itself nor its .npz
             finding = dataclasses.replace(finding, reproducer=str((self.root / f"{stem}.py").resolve()),
                                           evidence=self._pictures(finding.evidence, old.stem, stem))
-        _write(self.root / f"{stem}.json", (json.dumps(finding_dict(finding), indent=1) + "\n").encode())
+        stamps = {} if seen is None else {"first_seen": seen[0], "last_seen": seen[1]}
+        write_file(self.root / f"{stem}.json", (json.dumps({**finding_dict(finding), **stamps}, indent=1) + "\n").encode())
         return finding
 
     def _pictures(self, evidence: Mapping[str, Any], old: str, stem: str) -> Mapping[str, Any]:
@@ -78,7 +90,7 @@ class FailureDatabase:
         for picture in map(Path, evidence["pictures"]):
             if picture.is_file() and picture.name.startswith(old):
                 copy = self.root / (stem + picture.name[len(old):])
-                _write(copy, picture.read_bytes())
+                write_file(copy, picture.read_bytes())
                 kept.append(str(copy.resolve()))
         return {**evidence, "pictures": kept}
 
@@ -93,6 +105,17 @@ class FailureDatabase:
             return finding_from_dict(json.loads(entry.read_text())), ""
         except (OSError, ValueError, TypeError, KeyError) as exc:
             return None, f"{type(exc).__name__}: {exc}"
+
+    def stamps(self, entry: Path) -> tuple[Stamp | None, Stamp | None]:
+        """When an entry's finding was first and last seen; None where it does not say (an
+        entry of an earlier release, or one that cannot be read)."""
+        try:
+            data = json.loads(entry.read_text())
+        except (OSError, ValueError):
+            return None, None
+        if not isinstance(data, dict):
+            return None, None
+        return _stamp(data.get("first_seen")), _stamp(data.get("last_seen"))
 
     def finding(self, entry: Path) -> Finding:
         """The finding an entry keeps (ValueError when it cannot be read)."""
@@ -112,7 +135,7 @@ class FailureDatabase:
             if path.exists():
                 os.replace(path, self.quarantine_dir / path.name)
         note = self.quarantine_dir / f"{entry.stem}.note"
-        _write(note, f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {why}\n".encode())
+        write_file(note, f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {why}\n".encode())
         return note
 
     def could_not_run(self, entry: Path, why: str) -> str | None:
@@ -125,15 +148,19 @@ class FailureDatabase:
             return self._retire(entry, f"unreadable ({type(exc).__name__}: {exc})")
         if nights >= RETIRE_AFTER_NIGHTS:
             return self._retire(entry, f"its replay could not run on {nights} nights in a row (last: {why})")
-        _write(entry, (json.dumps({**data, "cannot_run_nights": nights}, indent=1) + "\n").encode())
+        write_file(entry, (json.dumps({**data, "cannot_run_nights": nights}, indent=1) + "\n").encode())
         return None
 
-    def ran(self, entry: Path) -> None:
-        """The replay of ``entry`` ran: its count of nights that could not run starts over."""
+    def ran(self, entry: Path, seen: Stamp | None = None) -> None:
+        """The replay of ``entry`` ran and reproduced (tonight: ``seen``): its count of nights
+        that could not run starts over."""
         try:
             data = json.loads(entry.read_text())
-            if data.pop("cannot_run_nights", 0):
-                _write(entry, (json.dumps(data, indent=1) + "\n").encode())
+            changed = bool(data.pop("cannot_run_nights", 0)) or (seen is not None and data.get("last_seen") != seen)
+            if seen is not None:
+                data["last_seen"] = seen
+            if changed:
+                write_file(entry, (json.dumps(data, indent=1) + "\n").encode())
         except (OSError, ValueError, TypeError, AttributeError):
             pass
 
@@ -142,7 +169,11 @@ class FailureDatabase:
         return f"failure database: retired {entry.name} to {note.parent}: {why}"
 
 
-def _write(path: Path, data: bytes) -> None:
+def _stamp(value: Any) -> Stamp | None:
+    return value if isinstance(value, dict) and isinstance(value.get("night"), int) else None
+
+
+def write_file(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (a reader sees the old file or the new one)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:

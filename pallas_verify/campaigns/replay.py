@@ -15,7 +15,8 @@ not available or cannot run the kernel. A case that could not run is never "fixe
 A fuzz run's replays take turns with its slices (a replay, then a cell, ...), so a
 database of many entries cannot spend the budget before any cell runs. What each verdict
 does: still reproduces, the finding is in tonight's report again (``replayed_from``);
-fixed, the entry is dropped; cannot run, the entry is kept (nothing is known about it),
+fixed, the fuzz run drops the entry (unless its search found the finding again tonight:
+``campaigns.nights``); cannot run, the entry is kept (nothing is known about it),
 and retired to ``db/quarantine/`` after ``fuzzdb.RETIRE_AFTER_NIGHTS`` such nights in a
 row, with a line in the report. An entry that cannot even be read is quarantined at once;
 a replay lost to the infrastructure counts for nothing against its entry.
@@ -31,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pallas_verify.campaigns.fuzzdb import FailureDatabase
+from pallas_verify.campaigns.fuzzdb import FailureDatabase, Stamp
 from pallas_verify.campaigns.units import Arrival, Found, Lost, Replayed
 from pallas_verify.errors import InvalidArgument, PallasVerifyError
 from pallas_verify.execution import Work
@@ -205,16 +206,25 @@ class ReplayEnd:
     """What one replay's end means for the fuzz run (which applies it).
 
     Attributes:
+      entry: the failure-database entry replayed.
+      verdict: ``still reproduces``, ``fixed``, ``cannot run`` or ``lost``.
+      why: why it could not run or was lost, else "".
       lost: the infrastructure lost the replay (it counts for nothing against its entry).
       note: a line for the report's run section (an entry retired to quarantine).
       said: a progress line only (fixed, or could not run this night).
       reproduces: the entry's finding, which still reproduces: reported tonight again.
+      fixed: the entry's finding, whose case ran clean: the run drops the entry unless its
+        search found the finding again tonight.
     """
 
+    entry: Path | None = None
+    verdict: str = "lost"
+    why: str = ""
     lost: Lost | None = None
     note: str | None = None
     said: str | None = None
     reproduces: Finding | None = None
+    fixed: Finding | None = None
 
 
 class Replays:
@@ -247,27 +257,29 @@ class Replays:
         self.turn = False
         return self.queue.pop(0)
 
-    def absorb(self, arrival: Arrival) -> ReplayEnd | None:
-        """What one replay's end means; None for what is not a replay's end."""
+    def absorb(self, arrival: Arrival, seen: Stamp | None = None) -> ReplayEnd | None:
+        """What one replay's end means (tonight: ``seen``, which an entry that still
+        reproduces records as its last night); None for what is not a replay's end."""
         if isinstance(arrival.result, Found):  # replays send nothing while they run
             return None
         entry, result, db = self.entry_of.pop(arrival.work.uid, None), arrival.result, self.db
         if entry is None:
             return None
         if isinstance(result, Lost):
-            return ReplayEnd(lost=result)
+            return ReplayEnd(entry=entry, why=f"its replay was lost ({result.cause})", lost=result)
         verdict = result.verdict if isinstance(result, Replayed) else "cannot run"
         why = getattr(result, "reason", None) or "its case cannot run here (see the reproducer's output)"
         if verdict == "cannot run":
             line = db.could_not_run(entry, why)
-            return ReplayEnd(note=line) if line is not None else ReplayEnd(said=f"replay of {entry.name} could not run: {why}")
+            said = None if line is not None else f"replay of {entry.name} could not run: {why}"
+            return ReplayEnd(entry=entry, verdict=verdict, why=f"its replay could not run: {why}", note=line, said=said)
         finding, unreadable = db.read(entry)
         if finding is None:
             db.quarantine(entry, f"cannot be read: {unreadable}")
-            return ReplayEnd()
+            return ReplayEnd(entry=entry, verdict="cannot run", why=f"its entry cannot be read: {unreadable}")
         if verdict == "still reproduces":
-            db.ran(entry)
-            return ReplayEnd(reproduces=dataclasses.replace(finding, evidence={**finding.evidence,
-                                                                                "replayed_from": str(entry)}))
-        db.drop(entry)
-        return ReplayEnd(said=f"fixed: {finding.kind} in {finding.kernel} on {finding.backend} no longer reproduces")
+            db.ran(entry, seen)
+            return ReplayEnd(entry=entry, verdict=verdict, reproduces=dataclasses.replace(
+                finding, evidence={**finding.evidence, "replayed_from": str(entry)}))
+        return ReplayEnd(entry=entry, verdict=verdict, fixed=finding,
+                         said=f"fixed: {finding.kind} in {finding.kernel} on {finding.backend} no longer reproduces")

@@ -253,6 +253,19 @@ class Units:
     def cancel(self) -> list[Work]:
         return self.executor.cancel()
 
+    def tidy(self, report: Report) -> None:
+        """Remove the units' folders under ``into`` but those a finding of ``report`` still
+        points into (its copy elsewhere could not be written); ``into`` itself once empty.
+        Nothing when the units write ``flat`` (into a folder that is not theirs alone)."""
+        if self.flat:
+            return
+        keep = {Path(f.reproducer).parent for f in report.findings if f.reproducer}
+        for folder in sorted(self.into.iterdir()) if self.into.is_dir() else ():
+            if folder not in keep and folder.is_dir():
+                shutil.rmtree(folder, ignore_errors=True)
+        if self.into.is_dir() and not any(self.into.iterdir()):
+            self.into.rmdir()
+
     def poll(self, timeout_s: float) -> list[Arrival]:
         """What arrived since the last call, decoded; lost units already submitted again."""
         out = []

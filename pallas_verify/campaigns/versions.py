@@ -11,7 +11,8 @@ consecutive releases with ``reports.compare``: per kernel and cell, "works on 0.
 fails on 0.12.0.1: exception: AttributeError: ...", n/a appearing or gone. A release
 whose environment cannot be made or cannot import pallas-verify is recorded so, and the
 others still run. ``OUT/versions.json`` (the source of truth) and ``versions.md`` hold
-every release's run and the comparisons.
+every release's run and the comparisons; ``versions.html`` draws the kernel x release
+table with what changed between releases outlined (``reports.versions_html``).
 
 Conformance takes no ``--seed``: its default profile (``ci``) is derandomized, so every
 release draws the same examples; another profile draws fresh ones per release.
@@ -32,6 +33,7 @@ report), and is killed with its tree if this process is stopped again or fails.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -294,6 +296,15 @@ def _markdown(matrix: Matrix) -> str:
 
 
 def write_matrix(matrix: Matrix, out_dir: Path) -> dict[str, Path]:
-    """Write ``versions.json`` and ``versions.md`` under ``out_dir``; their paths by format."""
-    return {"json": write_atomic(out_dir / "versions.json", json.dumps(matrix.to_dict(), indent=2) + "\n"),
-            "md": write_atomic(out_dir / "versions.md", _markdown(matrix))}
+    """Write ``versions.md``, ``versions.html`` (``reports.versions_html``, with each
+    release's cells) and, last, ``versions.json`` under ``out_dir``; their paths by format."""
+    from pallas_verify.reports.versions_html import versions_page
+
+    data = matrix.to_dict()
+    reports = {}
+    for run in (r for r in matrix.runs if r.report is not None):
+        with contextlib.suppress(InvalidArgument):  # read once already; one gone since is drawn without cells
+            reports[run.jax] = load_report(run.report)
+    paths = {"md": write_atomic(out_dir / "versions.md", _markdown(matrix)),
+             "html": write_atomic(out_dir / "versions.html", versions_page(data, reports))}
+    return {"json": write_atomic(out_dir / "versions.json", json.dumps(data, indent=2) + "\n"), **paths}

@@ -63,6 +63,10 @@ class GridIssue:
       operand: e.g. ``"output 0"``; ``""`` when the issue concerns the whole call.
       block: the offending block index, if one.
       grid_points: some of the grid points involved (at most a few).
+      grid, semantics: the call's grid and each dimension's semantics (a finding's, for
+        its picture: ``reports.grid_picture``); ``()`` otherwise.
+      block_counts: how many blocks ``operand`` has per dimension; None when the issue
+        names no operand of the call (or it is not a finding).
     """
 
     kind: str
@@ -71,6 +75,9 @@ class GridIssue:
     operand: str = ""
     block: tuple[int, ...] | None = None
     grid_points: tuple[tuple[int, ...], ...] = ()
+    grid: tuple[int, ...] = ()
+    semantics: tuple[str, ...] = ()
+    block_counts: tuple[int, ...] | None = None
 
     @property
     def is_finding(self) -> bool:
@@ -118,7 +125,16 @@ def check_call(call: PallasCall, *, max_points: int = DEFAULT_MAX_POINTS) -> lis
         if operand.is_output:
             issues.extend(_output_issues(call, operand, points, blocks))
     issues.extend(GridIssue(**vars(h)) for h in alias_hazards(call, points, evaluated))
-    return issues
+    return [_placed(call, i) for i in issues]
+
+
+def _placed(call: PallasCall, issue: GridIssue) -> GridIssue:
+    """A finding with its call's grid and semantics and its operand's block counts."""
+    if not issue.is_finding:
+        return issue
+    counts = {o.name: tuple(int(c) for c in o.block_counts) for o in (*call.inputs, *call.outputs)}
+    return dataclasses.replace(issue, grid=tuple(int(g) for g in call.grid), semantics=tuple(call.semantics),
+                               block_counts=counts.get(issue.operand))
 
 
 def skipped(call: str, reason: str, operand: str = "") -> GridIssue:

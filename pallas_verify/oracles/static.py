@@ -71,10 +71,19 @@ def static_result(kernel: str, config: Mapping[str, Any], answer: Any) -> Static
     if any(i.kind == NO_KERNEL for i in answer):
         return StaticResult(findings=[], notes=[], no_kernel=True)
     findings = [Finding(kind=i.kind, kernel=kernel, backend="static", message=i.message, config=dict(config),
-                        evidence={"call": i.call, "operand": i.operand, "block": i.block, "grid_points": i.grid_points})
-                for i in answer if i.is_finding]
+                        evidence=_evidence(i)) for i in answer if i.is_finding]
     return StaticResult(findings=findings, notes=[i.message for i in answer if i.kind == SKIPPED],
                         dot_roundings=frozenset(i.operand for i in answer if i.kind == DOT_ROUNDING))
+
+
+def _evidence(issue: Any) -> dict[str, Any]:
+    """A static finding's evidence: where it is, and the grid and blocks it is drawn on."""
+    evidence = {"call": issue.call, "operand": issue.operand, "block": issue.block, "grid_points": issue.grid_points}
+    if issue.grid:
+        evidence |= {"grid": issue.grid, "semantics": issue.semantics}
+    if issue.block_counts is not None:
+        evidence["block_counts"] = issue.block_counts
+    return evidence
 
 
 def blamed(finding: Finding, answer: Any) -> Finding:

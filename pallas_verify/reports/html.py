@@ -9,8 +9,10 @@ import json
 from typing import Any
 
 from pallas_verify.findings import Finding
+from pallas_verify.reports.grid_picture import grid_caption, grid_picture, grid_svg
 from pallas_verify.reports.heatmap import blame_maps, heatmap_svg
 from pallas_verify.reports.html_matrix import MATRIX_CSS, MATRIX_SCRIPT, html_features, html_matrix
+from pallas_verify.reports.nights_html import NIGHTS_CSS, finding_night, nights_section
 from pallas_verify.reports.picture import caption, pictures, svg, worst_table
 from pallas_verify.reports.report import Report, jsonable
 from pallas_verify.reports.tables import summary_pairs
@@ -27,7 +29,7 @@ th{background:#f6f8fa}.pass{background:#dafbe1}.fail{background:#ffd8d3;font-wei
 pre{background:#f6f8fa;padding:8px;overflow:auto;white-space:pre-wrap;word-break:break-word}
 .finding{border:1px solid #d0d7de;border-radius:6px;padding:4px 14px;margin:14px 0}
 code{background:#eff1f3;padding:1px 4px}dl.sum{display:grid;grid-template-columns:max-content auto;gap:2px 14px}
-dl.sum dt{font-weight:600}pre.copy{user-select:all}svg.elements{display:block;margin:6px 0}
+dl.sum dt{font-weight:600}pre.copy{user-select:all}svg.elements,svg.grid-picture{display:block;margin:6px 0;max-width:100%}
 pre.src{white-space:pre;overflow:auto;font-size:12px}pre.src .ln{color:#8c959f}
 pre.src mark{background:#fff1a8;display:inline-block;width:100%}pre.src em{color:#7d4e00;font-size:11px}
 table.worst td,table.worst th{font:12px ui-monospace,monospace;padding:2px 6px}
@@ -38,10 +40,10 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _html_finding(i: int, finding: Finding) -> str:
+def _html_finding(i: int, finding: Finding, night: str = "") -> str:
     parts = [f'<section class="finding" id="finding-{i}"><h2>{i}. {_e(finding.kind)} in {_e(finding.kernel)} '
              f"on {_e(finding.backend)}{' (' + _e(finding.transform) + ')' if finding.transform else ''}</h2>",
-             f"<p>first seen after {finding.elapsed_s:.1f} s</p>",
+             night, f"<p>first seen after {finding.elapsed_s:.1f} s</p>",
              f"<h3>message</h3><pre>{_e(finding.message)}</pre>",
              f"<h3>minimal config</h3><pre>{_e(json.dumps(jsonable(finding.config), indent=1))}</pre>"]
     if finding.mode:
@@ -55,6 +57,10 @@ def _html_finding(i: int, finding: Finding) -> str:
     if not drawn:
         for label, matrix in blame_maps(finding.evidence):
             parts.append(f"<h3>blame map, {_e(label)}</h3>{heatmap_svg(matrix)}")
+    grid = grid_picture(finding.evidence, finding.kind)
+    if grid is not None:
+        parts.append(f"<h3>grid and blocks of {_e(finding.evidence.get('call') or finding.kernel)}</h3>"
+                     f'{grid_svg(grid)}<p class="legend">{_e(grid_caption(grid))}</p>')
     parts.append(_html_source(finding.evidence.get("source")))
     shown = ({"elements"} if drawn else {"blame"} if blame_maps(finding.evidence) else set()) | {"source"}
     rest = {k: v for k, v in finding.evidence.items() if k not in shown}
@@ -86,10 +92,11 @@ def _html_source(source: Any) -> str:
 
 
 def html_page(report: Report, *, title: str = "pallas-verify report") -> str:
-    """A self-contained HTML page: summary, the matrix, and every finding."""
+    """A self-contained HTML page: summary, a fuzz night's statuses and history, the matrix,
+    and every finding."""
     summary = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in summary_pairs(report))
-    findings = "".join(_html_finding(i, f) for i, f in enumerate(report.findings, 1))
+    findings = "".join(_html_finding(i, f, finding_night(report, i - 1)) for i, f in enumerate(report.findings, 1))
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
-            f"<style>{_CSS}{MATRIX_CSS}</style></head><body><h1>{_e(title)}</h1>"
-            f'<dl class="sum">{summary}</dl><h2>kernel x backend</h2>{html_matrix(report)}{html_features(report)}'
+            f"<style>{_CSS}{MATRIX_CSS}{NIGHTS_CSS}</style></head><body><h1>{_e(title)}</h1>"
+            f'<dl class="sum">{summary}</dl>{nights_section(report)}<h2>kernel x backend</h2>{html_matrix(report)}{html_features(report)}'
             f"<h2>findings</h2>{findings or '<p>No findings.</p>'}<script>{MATRIX_SCRIPT}</script></body></html>\n")

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Picture", "caption", "pictures", "png", "svg", "worst_table"]
+__all__ = ["Picture", "caption", "encode_png", "pictures", "png", "svg", "worst_table"]
 
 _EXACT, _NONFINITE = (244, 246, 248), (110, 40, 170)
 _CELL_PX = 8  # the side of a cell, in pixels, in the PNG and (at most) in the SVG
@@ -193,10 +193,11 @@ def png(p: Picture) -> bytes:
         y1, x1 = min(round((y + bh) * s), rows * s) - 1, min(round((x + bw) * s), cols * s) - 1
         image[y0:y1 + 1, [x0, x1]] = 0
         image[[y0, y1], x0:x1 + 1] = 0
-    return _encode(image)
+    return encode_png(image)
 
 
-def _encode(image: np.ndarray) -> bytes:
+def encode_png(image: np.ndarray) -> bytes:
+    """An RGB ``image`` (rows x columns x 3, uint8) as PNG bytes: numpy and zlib, nothing else."""
     height, width, _ = image.shape
     raw = b"".join(b"\x00" + image[y].tobytes() for y in range(height))
 

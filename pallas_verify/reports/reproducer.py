@@ -22,6 +22,7 @@ from pallas_verify.exits import EXIT_CANNOT_RUN, EXIT_FIXED, EXIT_REPRODUCES
 from pallas_verify.findings import Finding
 from pallas_verify.oracles.divergence import DivergenceEvidence
 from pallas_verify.reports.casefile import save_case
+from pallas_verify.reports.grid_picture import grid_picture, grid_png
 from pallas_verify.reports.picture import pictures, png
 
 __all__ = ["EXIT_CANNOT_RUN", "EXIT_FIXED", "EXIT_REPRODUCES", "file_stem", "reproducer_source", "write_pictures",
@@ -130,10 +131,17 @@ def write_reproducer(finding: Finding, example: Mapping[str, Any], spec_ref: str
 
 def write_pictures(finding: Finding, stem: Path) -> list[str]:
     """Each bad output's picture (``reports.picture``) as ``STEM.png`` (the first output)
-    and ``STEM-<path>.png`` (the others); returns the paths written."""
+    and ``STEM-<path>.png`` (the others), and a static finding's grid and blocks
+    (``reports.grid_picture``) as ``STEM.png`` (``STEM-grid.png`` after an output's);
+    returns the paths written."""
     paths = []
     for i, drawn in enumerate(pictures(finding.evidence)):
         path = stem.with_name(stem.name + ("" if i == 0 else "-" + file_stem(drawn.path)) + ".png")
         path.write_bytes(png(drawn))
+        paths.append(str(path))
+    grid = grid_picture(finding.evidence, finding.kind)
+    if grid is not None:
+        path = stem.with_name(stem.name + ("-grid" if paths else "") + ".png")
+        path.write_bytes(grid_png(grid))
         paths.append(str(path))
     return paths

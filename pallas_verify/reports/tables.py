@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pallas_verify.reports.matrix import CELL_LABELS
+from pallas_verify.reports.nights_html import night_summary
 from pallas_verify.reports.report import BackendResult, Report
 
 __all__ = ["FEATURE_LEGEND", "feature_rows", "matrix_rows", "summary_pairs"]
@@ -75,8 +76,9 @@ def summary_pairs(report: Report) -> list[tuple[str, str]]:
 
 
 def _run_pairs(run: dict) -> list[tuple[str, str]]:
-    """A campaign's lost and retried units and its notes (the report's run section)."""
-    pairs = []
+    """A campaign's night (fuzz), lost and retried units and its notes (the report's run section)."""
+    night = run.get("nights")
+    pairs = [("night", night_summary(night).removeprefix("night "))] if isinstance(night, dict) else []
     for key, label in (("lost", "lost units"), ("retried", "retried units")):
         units = run.get(key) or []
         if units:

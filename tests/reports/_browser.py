@@ -29,11 +29,14 @@ window.addEventListener('load',function(){var p=document.createElement('pre');p.
   var only=document.getElementById('pv-failing'),failing=null;
   if(only){only.checked=true;only.dispatchEvent(new Event('change'));failing=rows();
     only.checked=false;only.dispatchEvent(new Event('change'));}
+  var changed=document.getElementById('pv-changed'),changes=null;
+  if(changed){changed.checked=true;changed.dispatchEvent(new Event('change'));changes=rows();
+    changed.checked=false;changed.dispatchEvent(new Event('change'));}
   var unfold=document.getElementById('pv-unfold'),folded=document.querySelectorAll('td.folded'),unfolded=null;
   if(unfold&&folded.length){unfold.checked=true;unfold.dispatchEvent(new Event('change'));
     unfolded=folded[0].offsetParent!==null;unfold.checked=false;unfold.dispatchEvent(new Event('change'));}
   p.textContent=JSON.stringify({errors:window.__pv_errors,scroll:document.documentElement.scrollWidth,
-    rows:rows(),failing:failing,unfolded:unfolded,folded_shown:folded.length?folded[0].offsetParent!==null:null,
+    rows:rows(),failing:failing,changed:changes,unfolded:unfolded,folded_shown:folded.length?folded[0].offsetParent!==null:null,
     client:document.documentElement.clientWidth,
     tables:[].map.call(document.querySelectorAll('table.matrix'),function(t){return t.getBoundingClientRect().right;})});
   document.body.appendChild(p);});
@@ -58,7 +61,8 @@ def load(page: Path, tmp: Path) -> tuple[str, dict[str, Any]]:
     """The DOM Chromium holds once ``page`` (a copy with the probe) has loaded, and the probe's
     record: ``errors``, ``scroll`` (the document's scroll width), ``client`` (the viewport's),
     ``tables`` (each matrix's right edge), ``rows`` (the kernels of the rows shown),
-    ``failing`` (those shown with "failing only" ticked), ``folded_shown`` and ``unfolded``
+    ``failing`` (those shown with "failing only" ticked), ``changed`` (those shown with the
+    version matrix's "changed only" ticked), ``folded_shown`` and ``unfolded``
     (whether a folded cell shows before and with "show folded backends" ticked)."""
     probed = tmp / f"probed-{page.name}"
     probed.write_text(page.read_text().replace("<head>", "<head>" + _PROBE, 1))

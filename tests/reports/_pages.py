@@ -1,10 +1,12 @@
 """Reports of each kind a run writes (verify passing, verify with findings of several
-kinds, a fuzz night, conformance over every backend, smith), built as the commands
-build them, for the HTML page's tests."""
+kinds, a fuzz night, conformance over every backend, smith, the JAX-version matrix), built
+as the commands build them, for the HTML page's tests."""
 
 from __future__ import annotations
 
 import dataclasses
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
@@ -88,15 +90,18 @@ def race() -> Finding:
         message="_row_sum_kernel: block (0, 0) of output 0 is written at grid points (0, j) for j in 0..3, which "
                 "differ along parallel dimension(s) j",
         evidence={"call": "_row_sum_kernel", "operand": "output 0", "block": [0, 0],
-                  "grid_points": [[0, 0], [0, 1], [0, 2], [0, 3]]},
+                  "grid_points": [[0, 0], [0, 1], [0, 2], [0, 3]], "grid": [2, 4],
+                  "semantics": ["parallel", "parallel"], "block_counts": [2, 1]},
         reproducer="/tmp/pv/acc_across_parallel-race-static.py", elapsed_s=0.3))
 
 
 def out_of_bounds() -> Finding:
     return _with_source(Finding(
-        kind="out_of_bounds", kernel="rotated_index_map", backend="tpu_interpret", config={"n": 3},
-        message="Out-of-bounds read of x_ref in _row_sum_kernel at block index (3,) of input 0, outside its 3 blocks",
-        evidence={"operand": "input 0", "block": [3], "grid_points": [[2]]}, elapsed_s=2.0))
+        kind="out_of_bounds", kernel="rotated_index_map", backend="static", config={"n": 3},
+        message="_row_sum_kernel: the index_map of input 0 gives block (3, 0), outside the (3, 1) blocks of its array "
+                "(shape (24, 128), block (8, 128)), at grid points (2,). Clamp the index or shrink the grid.",
+        evidence={"call": "_row_sum_kernel", "operand": "input 0", "block": [3, 0], "grid_points": [[2]], "grid": [3],
+                  "semantics": ["arbitrary"], "block_counts": [3, 1]}, elapsed_s=2.0))
 
 
 def verify_pass() -> Report:
@@ -109,9 +114,8 @@ def verify_findings() -> Report:
     findings = [mismatch(), race(), out_of_bounds()]
     results = [*_cells("wrong_program_id", ["tpu"], ["interpret", "tpu_interpret"], fail={"interpret": "mismatch"}),
                *_cells("acc_across_parallel", ["tpu"], ["interpret", "tpu_interpret"]),
-               *_cells("rotated_index_map", ["tpu"], ["interpret", "tpu_interpret"],
-                       fail={"tpu_interpret": "out_of_bounds"}),
-               *kernel_rows("acc_across_parallel", findings)]
+               *_cells("rotated_index_map", ["tpu"], ["interpret", "tpu_interpret"]),
+               *kernel_rows("acc_across_parallel", findings), *kernel_rows("rotated_index_map", findings)]
     kernels = [{"name": k, "features": ["grid"], "platforms": ["tpu"]}
                for k in ("wrong_program_id", "acc_across_parallel", "rotated_index_map")]
     return Report(kernels=kernels, backends=["interpret", "tpu_interpret"], findings=findings, results=results,
@@ -140,13 +144,53 @@ def conformance() -> Report:
                   seconds=120.0, executor="local")
 
 
+NIGHT_1 = 1_750_000_000.0  # 2025-06-15 15:06 UTC
+
+
+def _night_1(report: Report, tril: Finding) -> Report:
+    """The first night of ``report``'s kernels and block_tril: the mismatch, the race and
+    block_tril's mismatch found, rotated_index_map clean."""
+    mismatch_, race_, _ = report.findings
+    results = [*_cells("wrong_program_id", ["tpu"], ["interpret", "tpu_interpret"], fail={"interpret": "mismatch"}),
+               *_cells("acc_across_parallel", ["tpu"], ["interpret", "tpu_interpret"]),
+               *_cells("rotated_index_map", ["tpu"], ["interpret", "tpu_interpret"]),
+               *_cells("block_tril", ["tpu"], ["interpret", "tpu_interpret"], fail={"tpu_interpret": "mismatch"}),
+               *kernel_rows("acc_across_parallel", [race_])]
+    return Report(kernels=report.kernels, backends=report.backends, results=results,
+                  findings=[mismatch_, race_, tril], seed=10)
+
+
 def fuzz_night_2() -> Report:
+    """The second fuzz night over one failure database (``campaigns.nights``): night 1 found
+    the mismatch, the race and a mismatch in block_tril; by night 2 block_tril is fixed, the
+    mismatch's replay still reproduces, the search finds the race again and the
+    out-of-bounds access is new."""
+    from pallas_verify.campaigns.fuzzdb import FailureDatabase, signature
+    from pallas_verify.campaigns.nights import Night
+
     report = verify_findings()
-    first = report.findings[0]
-    report.findings[0] = dataclasses.replace(first, evidence={**first.evidence, "replayed_from": "night 1"})
-    report.run = {"units": 6, "retried": [{"unit": "slice 3", "cause": "worker killed"}],
-                  "notes": ["night 2 of the failure database at /tmp/pv/fuzzdb"]}
-    report.executor = "local"
+    report.kernels.append({"name": "block_tril", "features": ["grid"], "platforms": ["tpu"]})
+    report.results += _cells("block_tril", ["tpu"], ["interpret", "tpu_interpret"])
+    tril = mismatch("block_tril", "tpu_interpret")
+    with tempfile.TemporaryDirectory() as tmp:
+        db = FailureDatabase(Path(tmp) / "db")
+        first = Night(db, now=NIGHT_1)
+        night_1 = _night_1(report, tril)
+        for f in night_1.findings:
+            db.add(f, signature(f), seen=first.seen(signature(f)))
+        first.end(night_1)
+        second = Night(db, now=NIGHT_1 + 86400)
+        entries = {k.finding.kernel: db.root / k.entry for k in second.known.values()}
+        second.replayed(entries["block_tril"], "fixed")
+        second.replayed(entries["wrong_program_id"], "still reproduces")
+        first_finding = report.findings[0]
+        report.findings[0] = dataclasses.replace(first_finding, evidence={
+            **first_finding.evidence, "replayed_from": f"/srv/pv-fuzz/db/{entries['wrong_program_id'].name}"})
+        night = second.section(report, final=True)
+    report.run = {"finished": True, "ended": "budget", "units": 6, "slices": 5,
+                  "retried": [{"unit": "slice 3", "cause": "worker killed"}], "lost": [], "notes": [],
+                  "nights": {**night, "db": "/srv/pv-fuzz/db"}}
+    report.executor, report.seed = "local", 11
     return report
 
 
@@ -174,3 +218,48 @@ def comparison():
     new.results = [dataclasses.replace(r, status="unsupported", reason=LONG_NA)
                    if r.kernel == "tpu_kernel_0" and r.backend == "tpu_interpret" else r for r in new.results]
     return compare_reports(old.to_dict(), new.to_dict(), old_path="old/report.json", new_path="new/report.json")
+
+
+def _release(jax: str, folder: Path, *, fail: dict[str, str] | None = None,
+             na: dict[str, str] | None = None, findings: tuple[Finding, ...] = ()) -> tuple[str, Report]:
+    """One release's conformance report of four kernels on three backends, written under
+    ``folder/jax-VERSION`` as a release's run writes it."""
+    backends = ["interpret", "tpu_interpret", "gpu_interpret"]
+    results = [*_cells("recip", ["tpu"], backends, fail=fail), *_cells("poly", ["tpu"], backends),
+               *_cells("scale_shift", ["tpu", "gpu"], backends, transforms=("vmap",), na=na),
+               *_cells("flash_attention", ["tpu"], backends, fail={"interpret": "mismatch"} if jax >= "0.12" else None)]
+    kernels = [{"name": k, "features": [], "platforms": ["tpu", "gpu"] if k == "scale_shift" else ["tpu"]}
+               for k in ("recip", "poly", "scale_shift", "flash_attention")]
+    report = Report(kernels=kernels, backends=backends, results=results, findings=list(findings), seed=0,
+                    profile="ci", seconds=40.0, jax_version=jax)
+    path = report.write_json(folder / f"jax-{jax}" / "report.json")
+    return str(path), report
+
+
+def versions(folder: Path):
+    """``conformance --jax 0.10.1,0.10.2,0.11.2,0.12.0.1`` as it leaves ``folder``: 0.10.1's
+    environment could not be made; recip fails on 0.10.2 (pltpu.reciprocal is missing) and
+    works from 0.11.2; on 0.12.0.1 flash_attention mismatches and scale_shift's vmap on
+    tpu_interpret is n/a."""
+    import collections
+    import itertools
+
+    from pallas_verify.campaigns.versions import Matrix, Step, VersionRun
+    from pallas_verify.reports.compare import compare_reports, load_report
+
+    missing = Finding(kind="exception", kernel="recip", backend="interpret", config={},
+                      message="AttributeError: module 'jax.experimental.pallas.tpu' has no attribute 'reciprocal'")
+    made = [_release("0.10.2", folder, fail={"interpret": "exception", "tpu_interpret": "exception"},
+                     findings=(missing, dataclasses.replace(missing, backend="tpu_interpret"))),
+            _release("0.11.2", folder),
+            _release("0.12.0.1", folder, na={"tpu_interpret": LONG_NA}, findings=(mismatch("flash_attention"),))]
+    runs = [VersionRun(jax="0.10.1", error="cannot start: making the environment of jax 0.10.1 failed: pip install "
+                                           "jax==0.10.1 jaxlib==0.10.1 exited 1")]
+    for (path, report), status in zip(made, (1, 0, 1), strict=True):
+        cells = collections.Counter(r.status for r in report.results)
+        runs.append(VersionRun(jax=report.jax_version, python=".venvs/jax/bin/python", origin=".venvs", report=path,
+                               jax_version=report.jax_version, exit_status=status, seconds=40.0, cells=dict(cells)))
+    steps = tuple(Step(old=a.jax, new=b.jax, comparison=compare_reports(load_report(a.report), load_report(b.report),
+                                                                        old_path=a.report, new_path=b.report))
+                  for a, b in itertools.pairwise(runs[1:]))
+    return Matrix(runs=tuple(runs), steps=steps)

@@ -98,8 +98,14 @@ def test_each_report_kind_loads_in_chromium_without_errors_or_sideways_scrolling
         assert '<pre class="src">' in section  # each finding's source excerpt
         if finding.kind == "mismatch":  # and a mismatch's picture
             assert '<svg xmlns="http://www.w3.org/2000/svg" class="elements"' in section
-        if finding.kind in ("race", "out_of_bounds"):
+        if finding.kind in ("race", "out_of_bounds"):  # the static check's: its lines marked, its grid drawn
             assert "<mark " in section
+            assert '<svg xmlns="http://www.w3.org/2000/svg" class="grid-picture"' in section
+        if kind == "fuzz_night_2":  # its status tonight, first and last seen
+            assert re.match(r' id="finding-\d+"><h2>[^<]*</h2><p class="night"><span class="b (new|still)">', section)
+    if kind == "fuzz_night_2":
+        assert "<h2>night 2: 1 new, 2 still failing, 1 fixed</h2>" in dom
+        assert '<table class="history">' in dom and dom.count('<span class="b fixed">fixed</span>') == 1
 
 
 def test_a_report_without_a_seed_does_not_say_seed_none():

@@ -159,6 +159,7 @@ def test_a_release_that_cannot_import_pallas_verify_is_recorded_and_the_others_s
                                                                                 ("0.11.1", None, None)]
     assert data["comparisons"] == [] and data["exit_status"] == 4
     assert "fewer than two releases have a report" in out
+    assert "No release has a report: nothing to draw." in (tmp_path / "out" / "versions.html").read_text()
 
 
 @pytest.mark.slow
