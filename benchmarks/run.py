@@ -89,8 +89,7 @@ SCALES: dict[str, Scale] = {
                   night_budget_s=120.0, clean_examples=2, clean_specs=2, precision_examples=1,
                   precision_only=("matmul_bf16", "tiled_matmul_bfloat16_out", "bf16_acc_bf16_out"),
                   faults=("out_dev_null", "bad_numbers"), races_only_repeats=1, races_only_cases=1,
-                  smith_budget_s=8.0, smith_mutant_budget_s=20.0,
-                  smith_mutants=("iota_wrong_axis_rank3", "block_change_leading_dim_only"),
+                  smith_budget_s=4.0, smith_mutant_budget_s=8.0, smith_mutants=("iota_wrong_axis_rank3",),
                   kills_smith_budget_s=8.0, kills_bugs=("outputs_start_at_zero",), kills_campaigns=("conformance",)),
 }
 
