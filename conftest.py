@@ -60,3 +60,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.jax_matrix)
         if missing and item.get_closest_marker("gpu_interpret"):
             item.add_marker(pytest.mark.skip(reason=missing))
+    # The slow tests first: xdist's workers then share the long ones from the start instead
+    # of one worker finishing a long test alone at the end.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

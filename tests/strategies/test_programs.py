@@ -88,6 +88,7 @@ def _rows(program: dict, x: np.ndarray) -> np.ndarray:
     return rows if program.get("mask") is None else rows[..., :program["mask"]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op", ["max", "min"])
 def test_an_int32_reduced_row_of_one_sign_is_drawn(op: str) -> None:
     """A max over a row that is all negative (a min over one all positive) is wrong when
@@ -108,6 +109,7 @@ def test_an_int32_reduced_row_of_one_sign_is_drawn(op: str) -> None:
     assert np.all(np.asarray(out).reshape(whole.shape)[whole] * sign > 0)
 
 
+@pytest.mark.slow
 def test_an_empty_masked_row_reduces_to_the_identity() -> None:
     program = find(pallas_programs(skeletons=("reduce", "accumulate")),
                    lambda p: p["reduce"][2] == "int32" and p["reduce"][0] == "max" and p.get("mask") == 0,
@@ -118,6 +120,7 @@ def test_an_empty_masked_row_reduces_to_the_identity() -> None:
     assert np.all(np.asarray(out) == np.asarray(np.iinfo(np.int32).min).astype(np.asarray(out).dtype))
 
 
+@pytest.mark.slow
 def test_a_masked_sum_whose_fill_matters_is_drawn() -> None:
     """Masked-off elements hold nonzero values, so a backend that ignored the ``where``
     fill would sum them: the reference's result differs from the unmasked sum."""
