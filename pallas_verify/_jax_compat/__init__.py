@@ -66,6 +66,8 @@ from pallas_verify._jax_compat.params import with_compiler_params as with_compil
 from pallas_verify._jax_compat.shapes import ShapePlan as ShapePlan
 from pallas_verify._jax_compat.shapes import shape_plan as shape_plan
 from pallas_verify._jax_compat.tracing import GRIDLESS_KERNELS as GRIDLESS_KERNELS
+from pallas_verify._jax_compat.tracing import SEMAPHORE_SPACE as SEMAPHORE_SPACE
+from pallas_verify._jax_compat.tracing import UNWINDOWED_SPACES as UNWINDOWED_SPACES
 from pallas_verify._jax_compat.tracing import BlockMapping as BlockMapping
 from pallas_verify._jax_compat.tracing import GridMapping as GridMapping
 from pallas_verify._jax_compat.tracing import bind as bind
@@ -77,6 +79,7 @@ from pallas_verify._jax_compat.tracing import grid_mapping as grid_mapping
 from pallas_verify._jax_compat.tracing import grid_mapping_class as grid_mapping_class
 from pallas_verify._jax_compat.tracing import index_map_function as index_map_function
 from pallas_verify._jax_compat.tracing import is_kernel as is_kernel
+from pallas_verify._jax_compat.tracing import is_pallas_call as is_pallas_call
 from pallas_verify._jax_compat.tracing import kernel_params as kernel_params
 from pallas_verify._jax_compat.tracing import kernel_site as kernel_site
 from pallas_verify._jax_compat.tracing import sub_jaxprs as sub_jaxprs
@@ -104,8 +107,12 @@ __all__ = [
     "RACE_MARKER",
     "REVISIT_ANY_DECLARED",
     "RUN_TIME",
+    "SEMAPHORE_SPACE",
     "SIDE_EFFECTS",
     "SIDE_EFFECT_DROPPED",
+    "TF32",
+    "TF32_BITS",
+    "UNWINDOWED_SPACES",
     "BlockMapping",
     "DeadlockError",
     "Frame",
@@ -126,6 +133,7 @@ __all__ = [
     "count_calls",
     "deadlock_watch",
     "default_core_count",
+    "dots_in_tf32",
     "equations",
     "error_info",
     "error_kind",
@@ -143,6 +151,7 @@ __all__ = [
     "interpret_params",
     "interpret_params_source",
     "is_kernel",
+    "is_pallas_call",
     "jax_version",
     "kernel_facts",
     "kernel_params",
