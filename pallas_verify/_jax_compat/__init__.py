@@ -37,6 +37,7 @@ from pallas_verify._jax_compat.gpu import TF32_BITS as TF32_BITS
 from pallas_verify._jax_compat.gpu import default_core_count as default_core_count
 from pallas_verify._jax_compat.gpu import dots_in_tf32 as dots_in_tf32
 from pallas_verify._jax_compat.gpu import gpu_device_facts as gpu_device_facts
+from pallas_verify._jax_compat.gpu import sets_approx_math as sets_approx_math
 from pallas_verify._jax_compat.interpret import RACE_LOGGERS as RACE_LOGGERS
 from pallas_verify._jax_compat.interpret import capture_logs as capture_logs
 from pallas_verify._jax_compat.interpret import force_interpret as force_interpret
@@ -163,6 +164,7 @@ __all__ = [
     "reset_interpreters",
     "run_time_knobs",
     "semaphore_leaks",
+    "sets_approx_math",
     "shape_plan",
     "sub_jaxprs",
     "tagged",
