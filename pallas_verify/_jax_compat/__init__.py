@@ -42,7 +42,10 @@ from pallas_verify._jax_compat.interpret import RACE_LOGGERS as RACE_LOGGERS
 from pallas_verify._jax_compat.interpret import capture_logs as capture_logs
 from pallas_verify._jax_compat.interpret import force_interpret as force_interpret
 from pallas_verify._jax_compat.interpret import forced_interpret as forced_interpret
+from pallas_verify._jax_compat.interpret import masked_load_unsupported as masked_load_unsupported
 from pallas_verify._jax_compat.interpret import reset_interpreters as reset_interpreters
+from pallas_verify._jax_compat.interpret import tpu_run_params as tpu_run_params
+from pallas_verify._jax_compat.interpret import tpu_run_source as tpu_run_source
 from pallas_verify._jax_compat.interpret import tpu_target as tpu_target
 from pallas_verify._jax_compat.invariants import grid_invariant_errors as grid_invariant_errors
 from pallas_verify._jax_compat.knobs import EXPLICIT_DMA as EXPLICIT_DMA
@@ -157,6 +160,7 @@ __all__ = [
     "kernel_facts",
     "kernel_params",
     "kernel_site",
+    "masked_load_unsupported",
     "mosaic_calls",
     "on_grid_point",
     "operation_site",
@@ -169,6 +173,8 @@ __all__ = [
     "sub_jaxprs",
     "tagged",
     "tool_frame",
+    "tpu_run_params",
+    "tpu_run_source",
     "tpu_target",
     "tpu_vmem_bytes",
     "upstream_frame",
