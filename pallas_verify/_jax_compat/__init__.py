@@ -58,6 +58,9 @@ from pallas_verify._jax_compat.memwatch import MemoryPlan as MemoryPlan
 from pallas_verify._jax_compat.memwatch import on_grid_point as on_grid_point
 from pallas_verify._jax_compat.memwatch import run_time_knobs as run_time_knobs
 from pallas_verify._jax_compat.memwatch import watch as watch_memory
+from pallas_verify._jax_compat.mosaic_blocks import MOSAIC_TPU_SITES as MOSAIC_TPU_SITES
+from pallas_verify._jax_compat.mosaic_blocks import TPU_TILE as TPU_TILE
+from pallas_verify._jax_compat.mosaic_blocks import mosaic_block_problem as mosaic_block_problem
 from pallas_verify._jax_compat.params import SIDE_EFFECT_DROPPED as SIDE_EFFECT_DROPPED
 from pallas_verify._jax_compat.params import SIDE_EFFECTS as SIDE_EFFECTS
 from pallas_verify._jax_compat.params import MosaicCall as MosaicCall
@@ -106,6 +109,7 @@ __all__ = [
     "GRIDLESS_KERNELS",
     "KERNEL_FACTS",
     "LIMITATIONS",
+    "MOSAIC_TPU_SITES",
     "PARALLEL_GRID",
     "RACE_LOGGERS",
     "RACE_MARKER",
@@ -116,6 +120,7 @@ __all__ = [
     "SIDE_EFFECT_DROPPED",
     "TF32",
     "TF32_BITS",
+    "TPU_TILE",
     "UNWINDOWED_SPACES",
     "BlockMapping",
     "DeadlockError",
@@ -161,6 +166,7 @@ __all__ = [
     "kernel_params",
     "kernel_site",
     "masked_load_unsupported",
+    "mosaic_block_problem",
     "mosaic_calls",
     "on_grid_point",
     "operation_site",
