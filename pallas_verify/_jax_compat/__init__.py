@@ -61,6 +61,13 @@ from pallas_verify._jax_compat.memwatch import watch as watch_memory
 from pallas_verify._jax_compat.mosaic_blocks import MOSAIC_TPU_SITES as MOSAIC_TPU_SITES
 from pallas_verify._jax_compat.mosaic_blocks import TPU_TILE as TPU_TILE
 from pallas_verify._jax_compat.mosaic_blocks import mosaic_block_problem as mosaic_block_problem
+from pallas_verify._jax_compat.numbering import FIRST_DMA as FIRST_DMA
+from pallas_verify._jax_compat.numbering import Access as Access
+from pallas_verify._jax_compat.numbering import Leak as Leak
+from pallas_verify._jax_compat.numbering import Race as Race
+from pallas_verify._jax_compat.numbering import diagnostic_lines as diagnostic_lines
+from pallas_verify._jax_compat.numbering import memory_numbers as memory_numbers
+from pallas_verify._jax_compat.numbering import named_references as named_references
 from pallas_verify._jax_compat.params import SIDE_EFFECT_DROPPED as SIDE_EFFECT_DROPPED
 from pallas_verify._jax_compat.params import SIDE_EFFECTS as SIDE_EFFECTS
 from pallas_verify._jax_compat.params import MosaicCall as MosaicCall
@@ -106,6 +113,7 @@ __all__ = [
     "DEADLOCK_MARKER",
     "EXPLICIT_DMA",
     "FILL_REACHES",
+    "FIRST_DMA",
     "GRIDLESS_KERNELS",
     "KERNEL_FACTS",
     "LIMITATIONS",
@@ -122,15 +130,18 @@ __all__ = [
     "TF32_BITS",
     "TPU_TILE",
     "UNWINDOWED_SPACES",
+    "Access",
     "BlockMapping",
     "DeadlockError",
     "Frame",
     "Gap",
     "GridMapping",
+    "Leak",
     "Limitation",
     "MemoryPlan",
     "MissingFeature",
     "MosaicCall",
+    "Race",
     "ShapePlan",
     "abstract_mesh_of",
     "allocates_hbm_in_run_scoped",
@@ -142,6 +153,7 @@ __all__ = [
     "count_calls",
     "deadlock_watch",
     "default_core_count",
+    "diagnostic_lines",
     "dots_in_tf32",
     "equations",
     "error_info",
@@ -166,8 +178,10 @@ __all__ = [
     "kernel_params",
     "kernel_site",
     "masked_load_unsupported",
+    "memory_numbers",
     "mosaic_block_problem",
     "mosaic_calls",
+    "named_references",
     "on_grid_point",
     "operation_site",
     "read_and_written_without_auto_barriers",
