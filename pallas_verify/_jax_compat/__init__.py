@@ -1,10 +1,16 @@
 """The one place that knows JAX internals (``jax._src``, pallas_call eqn params,
-interpreter state, the text of interpreter errors).
+interpreter state, the text of interpreter errors) and the facts the rest of the package
+takes from JAX's own code: how a kernel equation reads (``tracing``), which blocks
+Mosaic TPU accepts (``mosaic_blocks``), how TPU interpret mode numbers memory and names
+it in its diagnostics (``numbering``), what a TPU interpret run is given
+(``interpret.tpu_run_params``), what its knobs reach (``knobs``, ``memwatch``).
 
 It serves every supported JAX release (0.10, 0.11, 0.12): what differs between them is
 probed in ``versions`` (fields, interpreters, module homes), never read off a version
 string, and what the installed release lacks is said by ``version_gaps``. When JAX
-changes, this package is the only one to update. Callers use the names re-exported here.
+changes, this package is the only one to update: no other module imports ``jax._src``,
+compares a primitive with ``"pallas_call"`` or reads a kernel equation's Pallas params
+(``tests/quality/test_layers.py``). Callers use the names re-exported here.
 """
 
 from pallas_verify._jax_compat.auto_barriers import (
