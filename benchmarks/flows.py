@@ -1,6 +1,7 @@
-"""``python -m benchmarks.flows``: the modules a value passes through, in call order.
+"""``python -m benchmarks.flows``: the modules a value passes through, in call order, and
+the calls that cross the seam to JAX.
 
-Two flows, each run in this process:
+Two flows and the seam, each run in this process:
 
 - ``verify``: the spec given to ``engine.verify`` (``elementwise.SCALE_SHIFT``, 2
   examples, ``interpret``, ``isolate="never"`` so the cases run here too);
@@ -10,7 +11,15 @@ Two flows, each run in this process:
   mismatch and keeps it in the failure database), then a night that replays it. An
   executor that runs each unit in this process (``Inline``) shows the unit's side (its
   entry) as well as the driver's; its frames count as ``execution.local``'s, the module
-  it stands in for.
+  it stands in for;
+- ``seam``: the calls that cross into ``pallas_verify._jax_compat``, the one package that
+  reads JAX's internals, during ``engine.verify`` of the same spec on ``interpret`` and
+  ``tpu_interpret`` (2 examples each, in this process): per module of the package, the
+  functions of the seam it calls directly, and the functions of the seam JAX calls back
+  while a kernel runs (hooks, the grid point recorder). No other module reads JAX's
+  internals (``tests/quality/test_layers.py``), so these calls are all of the package's
+  reliance on them. Run alone (``--flows seam``) for the whole list: what an earlier flow
+  of the same process left in a cache is not asked again.
 
 What is counted, under ``sys.setprofile``: a Python call *carries* the value when the value
 is one of the called function's arguments (in a tuple, list or dict argument too), or,
@@ -41,9 +50,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-__all__ = ["Flow", "Inline", "fuzz_flow", "trace", "verify_flow"]
+__all__ = ["Flow", "Inline", "Seam", "fuzz_flow", "seam_flow", "trace", "verify_flow"]
 
 SPEC_REF = "reference_kernels.elementwise:SCALE_SHIFT"
+SEAM = "pallas_verify._jax_compat"
 MUTANT_REF = "reference_kernels.mutants.grid:rotated_index_map_spec"
 _VARARGS = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
 
@@ -131,6 +141,55 @@ def verify_flow(out: Path, held: bool = True) -> Flow:
                                       out_dir=out / "verify", shrink_budget_s=5.0), held=held)
 
 
+class Seam:
+    """The calls into ``SEAM`` from outside it: made by another module of the package
+    (directly, or through the standard library: a context manager's generator), or by
+    JAX calling back into it (a ``jax`` or ``jaxlib`` frame between the call and the
+    package)."""
+
+    def __init__(self) -> None:
+        self.asked: dict[str, set[str]] = {}  # caller module -> the seam's functions it calls
+        self.called_back: set[str] = set()  # the seam's functions JAX calls
+
+    def profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event != "call":
+            return
+        callee = _module(frame)
+        if callee is None or not (callee == SEAM or callee.startswith(SEAM + ".")):
+            return
+        below, by_jax = frame.f_back, False
+        while below is not None and _module(below) is None:
+            by_jax |= str(below.f_globals.get("__name__", "")).split(".")[0] in ("jax", "jaxlib")
+            below = below.f_back
+        caller = _module(below)
+        function = f"{callee.removeprefix(SEAM + '.')}.{frame.f_code.co_qualname}"
+        if by_jax or caller is None:
+            self.called_back.add(function)
+        elif not (caller == SEAM or caller.startswith(SEAM + ".")):
+            self.asked.setdefault(caller, set()).add(function)
+
+    def summary(self) -> dict[str, Any]:
+        functions = set().union(self.called_back, *self.asked.values())
+        return {"modules": len(self.asked), "functions": len(functions),
+                "asked": {m: sorted(f) for m, f in sorted(self.asked.items())},
+                "called_back": sorted(self.called_back)}
+
+
+def seam_flow(out: Path, held: bool = True) -> Seam:
+    from pallas_verify.engine import verify
+    from pallas_verify.loader import load_spec
+
+    spec = load_spec(SPEC_REF)
+    seam = Seam()
+    sys.setprofile(seam.profile)
+    try:
+        verify(spec, ["interpret", "tpu_interpret"], max_examples=2, seed=1, isolate="never", out_dir=out / "seam",
+               shrink_budget_s=5.0)
+    finally:
+        sys.setprofile(None)
+    return seam
+
+
 class Inline:
     """An executor that runs each unit in this process when it is submitted."""
 
@@ -203,12 +262,12 @@ def fuzz_flow(out: Path, held: bool = True) -> Flow:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.flows", description=__doc__.splitlines()[0])
-    parser.add_argument("--flows", default="verify,fuzz", help="comma-separated: verify, fuzz")
+    parser.add_argument("--flows", default="verify,fuzz,seam", help="comma-separated: verify, fuzz, seam")
     parser.add_argument("--direct", action="store_true",
                         help="count only calls that take the value itself, not an object holding it")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     args = parser.parse_args()
-    flows = {"verify": verify_flow, "fuzz": fuzz_flow}
+    flows = {"verify": verify_flow, "fuzz": fuzz_flow, "seam": seam_flow}
     results = {}
     with tempfile.TemporaryDirectory(prefix="pv-flows-") as tmp:
         for name in args.flows.split(","):
@@ -217,12 +276,23 @@ def main() -> None:
         print(json.dumps(results, indent=1))
         return
     for name, got in results.items():
+        if name == "seam":
+            _print_seam(got)
+            continue
         print(f"{name}: {got['distinct']} modules, {got['entries']} entries, {got['returns']} returns")
         print("  modules: " + " -> ".join(m.removeprefix("pallas_verify.") for m in got["modules"]))
         print("  entries per module: " + ", ".join(f"{m.removeprefix('pallas_verify.')} {n}"
                                                    for m, n in got["entries_per_module"].items()))
         for step in got["path"]:
             print(f"    {step.replace('pallas_verify.', '')}")
+
+
+def _print_seam(got: dict[str, Any]) -> None:
+    short = SEAM.removeprefix("pallas_verify.")
+    print(f"seam: {got['modules']} modules call {got['functions']} functions of {short}")
+    for module, functions in got["asked"].items():
+        print(f"  {module.removeprefix('pallas_verify.')} -> {short}: {', '.join(functions)}")
+    print(f"  jax -> {short} (called back): {', '.join(got['called_back']) or 'none'}")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,16 @@
 """The one place that knows JAX internals (``jax._src``, pallas_call eqn params,
-interpreter state, the text of interpreter errors).
+interpreter state, the text of interpreter errors) and the facts the rest of the package
+takes from JAX's own code: how a kernel equation reads (``tracing``), which blocks
+Mosaic TPU accepts (``mosaic_blocks``), how TPU interpret mode numbers memory and names
+it in its diagnostics (``numbering``), what a TPU interpret run is given
+(``interpret.tpu_run_params``), what its knobs reach (``knobs``, ``memwatch``).
 
 It serves every supported JAX release (0.10, 0.11, 0.12): what differs between them is
 probed in ``versions`` (fields, interpreters, module homes), never read off a version
 string, and what the installed release lacks is said by ``version_gaps``. When JAX
-changes, this package is the only one to update. Callers use the names re-exported here.
+changes, this package is the only one to update: no other module imports ``jax._src``,
+compares a primitive with ``"pallas_call"`` or reads a kernel equation's Pallas params
+(``tests/quality/test_layers.py``). Callers use the names re-exported here.
 """
 
 from pallas_verify._jax_compat.auto_barriers import (
@@ -37,11 +43,15 @@ from pallas_verify._jax_compat.gpu import TF32_BITS as TF32_BITS
 from pallas_verify._jax_compat.gpu import default_core_count as default_core_count
 from pallas_verify._jax_compat.gpu import dots_in_tf32 as dots_in_tf32
 from pallas_verify._jax_compat.gpu import gpu_device_facts as gpu_device_facts
+from pallas_verify._jax_compat.gpu import sets_approx_math as sets_approx_math
 from pallas_verify._jax_compat.interpret import RACE_LOGGERS as RACE_LOGGERS
 from pallas_verify._jax_compat.interpret import capture_logs as capture_logs
 from pallas_verify._jax_compat.interpret import force_interpret as force_interpret
 from pallas_verify._jax_compat.interpret import forced_interpret as forced_interpret
+from pallas_verify._jax_compat.interpret import masked_load_unsupported as masked_load_unsupported
 from pallas_verify._jax_compat.interpret import reset_interpreters as reset_interpreters
+from pallas_verify._jax_compat.interpret import tpu_run_params as tpu_run_params
+from pallas_verify._jax_compat.interpret import tpu_run_source as tpu_run_source
 from pallas_verify._jax_compat.interpret import tpu_target as tpu_target
 from pallas_verify._jax_compat.invariants import grid_invariant_errors as grid_invariant_errors
 from pallas_verify._jax_compat.knobs import EXPLICIT_DMA as EXPLICIT_DMA
@@ -54,6 +64,16 @@ from pallas_verify._jax_compat.memwatch import MemoryPlan as MemoryPlan
 from pallas_verify._jax_compat.memwatch import on_grid_point as on_grid_point
 from pallas_verify._jax_compat.memwatch import run_time_knobs as run_time_knobs
 from pallas_verify._jax_compat.memwatch import watch as watch_memory
+from pallas_verify._jax_compat.mosaic_blocks import MOSAIC_TPU_SITES as MOSAIC_TPU_SITES
+from pallas_verify._jax_compat.mosaic_blocks import TPU_TILE as TPU_TILE
+from pallas_verify._jax_compat.mosaic_blocks import mosaic_block_problem as mosaic_block_problem
+from pallas_verify._jax_compat.numbering import FIRST_DMA as FIRST_DMA
+from pallas_verify._jax_compat.numbering import Access as Access
+from pallas_verify._jax_compat.numbering import Leak as Leak
+from pallas_verify._jax_compat.numbering import Race as Race
+from pallas_verify._jax_compat.numbering import diagnostic_lines as diagnostic_lines
+from pallas_verify._jax_compat.numbering import memory_numbers as memory_numbers
+from pallas_verify._jax_compat.numbering import named_references as named_references
 from pallas_verify._jax_compat.params import SIDE_EFFECT_DROPPED as SIDE_EFFECT_DROPPED
 from pallas_verify._jax_compat.params import SIDE_EFFECTS as SIDE_EFFECTS
 from pallas_verify._jax_compat.params import MosaicCall as MosaicCall
@@ -66,6 +86,8 @@ from pallas_verify._jax_compat.params import with_compiler_params as with_compil
 from pallas_verify._jax_compat.shapes import ShapePlan as ShapePlan
 from pallas_verify._jax_compat.shapes import shape_plan as shape_plan
 from pallas_verify._jax_compat.tracing import GRIDLESS_KERNELS as GRIDLESS_KERNELS
+from pallas_verify._jax_compat.tracing import SEMAPHORE_SPACE as SEMAPHORE_SPACE
+from pallas_verify._jax_compat.tracing import UNWINDOWED_SPACES as UNWINDOWED_SPACES
 from pallas_verify._jax_compat.tracing import BlockMapping as BlockMapping
 from pallas_verify._jax_compat.tracing import GridMapping as GridMapping
 from pallas_verify._jax_compat.tracing import bind as bind
@@ -77,6 +99,7 @@ from pallas_verify._jax_compat.tracing import grid_mapping as grid_mapping
 from pallas_verify._jax_compat.tracing import grid_mapping_class as grid_mapping_class
 from pallas_verify._jax_compat.tracing import index_map_function as index_map_function
 from pallas_verify._jax_compat.tracing import is_kernel as is_kernel
+from pallas_verify._jax_compat.tracing import is_pallas_call as is_pallas_call
 from pallas_verify._jax_compat.tracing import kernel_params as kernel_params
 from pallas_verify._jax_compat.tracing import kernel_site as kernel_site
 from pallas_verify._jax_compat.tracing import sub_jaxprs as sub_jaxprs
@@ -96,25 +119,35 @@ __all__ = [
     "DEADLOCK_MARKER",
     "EXPLICIT_DMA",
     "FILL_REACHES",
+    "FIRST_DMA",
     "GRIDLESS_KERNELS",
     "KERNEL_FACTS",
     "LIMITATIONS",
+    "MOSAIC_TPU_SITES",
     "PARALLEL_GRID",
     "RACE_LOGGERS",
     "RACE_MARKER",
     "REVISIT_ANY_DECLARED",
     "RUN_TIME",
+    "SEMAPHORE_SPACE",
     "SIDE_EFFECTS",
     "SIDE_EFFECT_DROPPED",
+    "TF32",
+    "TF32_BITS",
+    "TPU_TILE",
+    "UNWINDOWED_SPACES",
+    "Access",
     "BlockMapping",
     "DeadlockError",
     "Frame",
     "Gap",
     "GridMapping",
+    "Leak",
     "Limitation",
     "MemoryPlan",
     "MissingFeature",
     "MosaicCall",
+    "Race",
     "ShapePlan",
     "abstract_mesh_of",
     "allocates_hbm_in_run_scoped",
@@ -126,6 +159,8 @@ __all__ = [
     "count_calls",
     "deadlock_watch",
     "default_core_count",
+    "diagnostic_lines",
+    "dots_in_tf32",
     "equations",
     "error_info",
     "error_kind",
@@ -143,21 +178,29 @@ __all__ = [
     "interpret_params",
     "interpret_params_source",
     "is_kernel",
+    "is_pallas_call",
     "jax_version",
     "kernel_facts",
     "kernel_params",
     "kernel_site",
+    "masked_load_unsupported",
+    "memory_numbers",
+    "mosaic_block_problem",
     "mosaic_calls",
+    "named_references",
     "on_grid_point",
     "operation_site",
     "read_and_written_without_auto_barriers",
     "reset_interpreters",
     "run_time_knobs",
     "semaphore_leaks",
+    "sets_approx_math",
     "shape_plan",
     "sub_jaxprs",
     "tagged",
     "tool_frame",
+    "tpu_run_params",
+    "tpu_run_source",
     "tpu_target",
     "tpu_vmem_bytes",
     "upstream_frame",

@@ -19,7 +19,7 @@ from typing import Any
 
 from pallas_verify.errors import check_positive_int
 
-__all__ = ["TF32", "default_core_count", "dots_in_tf32", "gpu_device_facts"]
+__all__ = ["TF32", "default_core_count", "dots_in_tf32", "gpu_device_facts", "sets_approx_math"]
 
 #: The rounding of a float32 dot's operands to TF32 (8 exponent bits, 10 mantissa bits)
 #: that NVIDIA's matrix units make at default precision, as ``reduce_precision`` names it.
@@ -63,6 +63,21 @@ def dots_in_tf32() -> bool:
         return False
     major = str(getattr(device, "compute_capability", "0")).split(".")[0]
     return major.isdigit() and int(major) >= 8
+
+
+def sets_approx_math(closed_jaxpr: Any) -> bool:
+    """Whether a kernel in ``closed_jaxpr`` (a jaxpr, closed or not) sets Mosaic GPU's
+    ``approx_math`` in its compiler params (``plgpu.CompilerParams(approx_math=True)``,
+    given as the params or under their ``"mosaic_gpu"`` key)."""
+    from pallas_verify._jax_compat.tracing import equations, is_kernel
+
+    for eqn in equations(getattr(closed_jaxpr, "jaxpr", closed_jaxpr)):
+        if is_kernel(eqn):
+            params = eqn.params.get("compiler_params")
+            params = params.get("mosaic_gpu") if isinstance(params, dict) else params
+            if getattr(params, "approx_math", False):
+                return True
+    return False
 
 
 @contextlib.contextmanager

@@ -1,21 +1,32 @@
-"""Forced interpreter modes, their state and logs (JAX 0.12 internals)."""
+"""Forced interpreter modes, the params of a TPU interpret run, the interpreters' state
+and logs (JAX 0.12 internals)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from pallas_verify._jax_compat.versions import tpu_info_modules
+import numpy as np
+
+from pallas_verify._jax_compat.versions import (
+    interpret_params,
+    interpret_params_source,
+    tpu_info_modules,
+)
 
 __all__ = [
     "RACE_LOGGERS",
     "capture_logs",
     "force_interpret",
     "forced_interpret",
+    "masked_load_unsupported",
     "reset_interpreters",
+    "tpu_run_params",
+    "tpu_run_source",
     "tpu_target",
 ]
 
@@ -48,12 +59,61 @@ def force_interpret(params: Any) -> Iterator[None]:
         config.pallas_tpu_interpret_mode_context_manager.set_local(prev)
 
 
+# What every TPU interpret run pallas-verify makes is given before its mode's own fields:
+# races reported (logged, ``races_found`` set) rather than raised, which is what releases
+# without ``on_race`` (before 0.12) do anyway; buffers padded to the chip's tiles, so a
+# DMA of a whole tile past an array's logical end (legal on hardware) reads no
+# out-of-bounds memory. A mode may set either field itself.
+_TPU_RUN: Mapping[str, Any] = {"on_race": "warn", "buffer_bounds": "padded"}
+
+
+def tpu_run_params(mode: Mapping[str, Any], *,
+                   recorder: Callable[[tuple[int, ...], int], None] | None = None) -> Any:
+    """``pltpu.InterpretParams`` of a TPU interpret run in ``mode`` (InterpretParams fields)
+    on the installed JAX: races reported, not raised; padded buffer bounds;
+    ``recorder(grid point, core)`` called for every grid point the run takes, in the order
+    it runs them (its ``grid_point_recorder``)."""
+    recorded = {} if recorder is None else {"grid_point_recorder": _grid_point_recorder(recorder)}
+    return interpret_params("tpu", **{**_TPU_RUN, **recorded, **mode})
+
+
+@functools.cache
+def _grid_point_recorder(recorder: Callable[[tuple[int, ...], int], None]) -> Callable[..., Any]:
+    """``recorder`` as TPU interpret mode calls a ``grid_point_recorder``: with a token it
+    must return, the grid point as an array and the core as a scalar, from XLA's callback
+    threads. One function per recorder: the params are part of jax's trace cache key, so a
+    new callable per run would retrace every case."""
+
+    def called(token: Any, grid_point: Any, core_id: Any) -> Any:
+        # numpy, not iteration: iterating a jax array dispatches (and may compile) an unstack
+        recorder(tuple(np.asarray(grid_point).tolist()), int(core_id))
+        return token
+
+    return called
+
+
+def tpu_run_source(mode: Mapping[str, Any]) -> str:
+    """``tpu_run_params(mode)`` as plain-jax source (for reproducers; no recorder)."""
+    return interpret_params_source("tpu", {**_TPU_RUN, **mode})
+
+
 def forced_interpret() -> Any:
     """The ``interpret`` value every ``pallas_call`` traced now is forced to (``force_interpret``'s
     ``params``), or None outside it."""
     from jax._src import config
 
     return config.pallas_tpu_interpret_mode_context_manager.value
+
+
+def masked_load_unsupported(interpret: Any) -> str | None:
+    """Why the interpreter ``interpret`` (an ``interpret=`` value, as ``forced_interpret``
+    gives it) cannot run a masked load (``pltpu.load(ref, mask=m)``), or None when it can:
+    TPU interpret mode raises ``NotImplementedError: masked load_p`` (JAX 0.10 to 0.12)."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    if isinstance(interpret, pltpu.InterpretParams):
+        return "TPU interpret mode (JAX 0.12) cannot run a masked load (NotImplementedError: masked load_p)"
+    return None
 
 
 # The chip whose tiling TPU interpret mode pads buffers to under buffer_bounds="padded"

@@ -31,10 +31,11 @@ from typing import Any
 from pallas_verify._jax_compat.memwatch import HBM_SPACES, MemoryPlan
 from pallas_verify._jax_compat.memwatch import available as memwatch_available
 from pallas_verify._jax_compat.tracing import (
-    _SEMAPHORE_SPACE,
+    SEMAPHORE_SPACE,
     equations,
     grid_mapping,
     is_kernel,
+    is_pallas_call,
     kernel_params,
     sub_jaxprs,
 )
@@ -78,14 +79,14 @@ def kernel_facts(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[frozenset
 
 
 def _kernel_facts(eqn: Any) -> frozenset[str]:
-    if eqn.primitive.name != "pallas_call":
+    if not is_pallas_call(eqn):
         return KERNEL_FACTS
     try:
         gm = grid_mapping(eqn)
         body = gm.body
         primitives = {e.primitive.name for e in equations(body)}
         scratch = len(body.invars) > gm.num_index_operands + len(gm.blocks)
-        padded = any(_overhangs(b.array_shape, b.block_dims) for b in gm.blocks)
+        padded = any(b.can_overhang() for b in gm.blocks)
         parallel = gm.num_dynamic_grid_bounds > 0 or any(
             s == "parallel" and not (isinstance(n, int) and n <= 1)
             for s, n in zip(gm.declared_semantics, gm.grid, strict=False))
@@ -104,11 +105,11 @@ def _kernel_facts(eqn: Any) -> frozenset[str]:
 def _plan(eqn: Any) -> MemoryPlan | None:
     """What a watch of one pallas_call needs (``followed`` False where it cannot follow
     every access), or None for a kernel over a mesh or one jax's classes do not describe."""
-    if eqn.primitive.name != "pallas_call":
+    if not is_pallas_call(eqn):
         return None
     try:
         gm = grid_mapping(eqn)
-        followed = not (any(space == _SEMAPHORE_SPACE for _, space, _, _ in kernel_params(gm.body))
+        followed = not (any(space == SEMAPHORE_SPACE for _, space, _, _ in kernel_params(gm.body))
                         or any(e.primitive.name in _UNWATCHED for e in equations(gm.body))
                         or _swap_value_used(gm.body))
         # As TPU interpret mode reads them (a dynamic grid dimension is never parallel there).
@@ -117,7 +118,7 @@ def _plan(eqn: Any) -> MemoryPlan | None:
         roles = ["in" if i < gm.num_inputs else "out" for i, b in enumerate(gm.blocks)
                  if b.memory_space not in HBM_SPACES and not b.semaphore]
         scratch = kernel_params(gm.body)[gm.num_index_operands + len(gm.blocks):]
-        roles += ["scratch" for _, space, _, _ in scratch if space not in HBM_SPACES and space != _SEMAPHORE_SPACE]
+        roles += ["scratch" for _, space, _, _ in scratch if space not in HBM_SPACES and space != SEMAPHORE_SPACE]
         return MemoryPlan(input_shapes=tuple(b.array_shape for b in gm.blocks[:gm.num_inputs]),
                           num_index_operands=gm.num_index_operands, parallel=parallel, buffers=tuple(roles),
                           followed=followed)
@@ -136,17 +137,5 @@ def _swap_value_used(jaxpr: Any) -> bool:
         if e.primitive.name in ("swap", "masked_swap") and any(id(v) in used for v in e.outvars):
             return True
         if any(_swap_value_used(sub) for sub, _ in sub_jaxprs(e)):
-            return True
-    return False
-
-
-def _overhangs(array_shape: tuple[int, ...], block_dims: tuple[Any, ...]) -> bool:
-    """Whether a block of ``block_dims`` can overhang ``array_shape`` (unknown kinds can)."""
-    from jax.experimental import pallas as pl
-
-    for size, dim in zip(array_shape, block_dims, strict=True):
-        if dim is None or isinstance(dim, pl.Squeezed):
-            continue
-        if not isinstance(dim, pl.Blocked) or size % dim.block_size:
             return True
     return False

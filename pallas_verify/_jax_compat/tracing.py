@@ -10,6 +10,7 @@ names and eqn params of jax's internal classes are read only here.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,8 @@ from pallas_verify._jax_compat.versions import (
 
 __all__ = [
     "GRIDLESS_KERNELS",
+    "SEMAPHORE_SPACE",
+    "UNWINDOWED_SPACES",
     "BlockMapping",
     "GridMapping",
     "bind",
@@ -32,6 +35,7 @@ __all__ = [
     "grid_mapping_class",
     "index_map_function",
     "is_kernel",
+    "is_pallas_call",
     "kernel_site",
     "sub_jaxprs",
     "written_refs",
@@ -40,6 +44,12 @@ __all__ = [
 # Primitives of kernels without a grid or BlockSpecs (pl.kernel over a mesh, core_map):
 # the static check names them as skipped rather than passing over them in silence.
 GRIDLESS_KERNELS = frozenset({"core_map", "mpmd_map"})
+
+#: The memory space of TPU semaphores (``pltpu.SEMAPHORE``), as text.
+SEMAPHORE_SPACE = "semaphore_mem"
+#: Memory spaces (as text) whose operands Pallas does not cut into blocks: the kernel gets
+#: the whole array and makes its accesses itself (pl.ANY, HBM, semaphores, host memory).
+UNWINDOWED_SPACES = frozenset({"any", "hbm", SEMAPHORE_SPACE, "host"})
 
 # Call-like primitives whose body runs in place on the call's operands -> the param
 # holding that body (a closed or open jaxpr).
@@ -54,8 +64,14 @@ class BlockMapping:
 
     Attributes:
       array_shape: the whole array's shape.
-      block_dims: the BlockSpec's per-dimension entries (``pl.Blocked``, ``pl.Squeezed``
-        or None, ``pl.Element``, ``pl.BoundedSlice``, ...).
+      block_shape: the block's size per dimension (1 for a squeezed dimension; the window
+        of a dimension indexed by element offsets).
+      element_dims: the BlockSpec's dimensions that index by element offsets or bounded
+        slices (``pl.Element``, ``pl.BoundedSlice``, indirect), as text without their
+        padding (one note per kind of window); ``()`` when every dimension is a block.
+      element_window: per dimension, the window of a ``pl.Element`` dimension (whose index
+        map gives an element offset) and None for a block dimension; ``()`` when a
+        dimension is neither (its elements cannot be located statically).
       memory_space: its memory space as text (``"default"``, ``"any"``, ``"hbm"``...).
       index_map: the index map, a ClosedJaxpr of ``*grid_indices, *scalar_prefetch``.
       revisit: the revisit mode its ``pipeline_mode`` declares (``"any"``,
@@ -65,11 +81,18 @@ class BlockMapping:
     """
 
     array_shape: tuple[int, ...]
-    block_dims: tuple[Any, ...]
+    block_shape: tuple[int, ...]
     memory_space: str
     index_map: Any
     revisit: str | None = None
     semaphore: bool = False
+    element_dims: tuple[str, ...] = ()
+    element_window: tuple[int | None, ...] = ()
+
+    def can_overhang(self) -> bool:
+        """Whether a block can reach past the array's end (a dimension the block size does
+        not divide, or one indexed by element offsets)."""
+        return bool(self.element_dims) or any(a % b for a, b in zip(self.array_shape, self.block_shape, strict=True))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -165,6 +188,11 @@ def bind(eqn: Any, args: Sequence[Any], params: Mapping[str, Any] | None = None)
     return list(out) if eqn.primitive.multiple_results else [out]
 
 
+def is_pallas_call(eqn: Any) -> bool:
+    """Whether ``eqn`` is a ``pallas_call`` (a kernel with a grid and BlockSpecs)."""
+    return eqn.primitive.name == "pallas_call"
+
+
 def is_kernel(eqn: Any) -> bool:
     """Whether ``eqn`` is a Pallas kernel (a pallas_call, or a kernel over a mesh)."""
     return eqn.primitive.name in ("pallas_call", "core_map") or "meshes" in eqn.params
@@ -251,18 +279,47 @@ def _block_mapping(bm: Any) -> BlockMapping:
     mode = bm.pipeline_mode
     revisit = getattr(mode, "revisit", None)
     space = str(getattr(bm.transformed_block_aval, "memory_space", "default"))
+    sizes, element_dims, window = _block_dims(tuple(bm.block_shape))
     return BlockMapping(
         array_shape=tuple(int(d) for d in bm.array_aval.shape),
-        block_dims=tuple(bm.block_shape),
+        block_shape=sizes,
+        element_dims=element_dims,
+        element_window=window,
         memory_space=space,
         index_map=jex.core.ClosedJaxpr(bm.index_map_jaxpr, list(bm.index_map_jaxpr.consts)),
         revisit=None if revisit is None else str(getattr(revisit, "value", revisit)),
-        semaphore=_is_semaphore(bm.array_aval.dtype) or space == _SEMAPHORE_SPACE,
+        semaphore=_is_semaphore(bm.array_aval.dtype) or space == SEMAPHORE_SPACE,
     )
 
 
-# The memory space of TPU semaphores (``pltpu.SEMAPHORE``), as text.
-_SEMAPHORE_SPACE = "semaphore_mem"
+_PADDING = re.compile(r", padding=\([^)]*\)")
+
+
+def _block_dims(dims: tuple[Any, ...]) -> tuple[tuple[int, ...], tuple[str, ...], tuple[int | None, ...]]:
+    """(block sizes, element dimensions as text, element windows or ``()``) of a
+    BlockMapping's per-dimension entries (``pl.Blocked``, ``pl.Squeezed`` or None,
+    ``pl.Element``, ``pl.BoundedSlice``, ...): see ``BlockMapping``."""
+    from jax.experimental import pallas as pl
+
+    sizes: list[int] = []
+    element_dims: list[str] = []
+    window: list[int | None] = []
+    known = True
+    for b in dims:
+        if isinstance(b, pl.Blocked):
+            sizes.append(int(b.block_size))
+            window.append(None)
+        elif isinstance(b, pl.Squeezed) or b is None:
+            sizes.append(1)
+            window.append(None)
+        else:  # Element, BoundedSlice, Indirect: windows at element offsets the kernel chooses
+            sizes.append(int(getattr(b, "block_size", 1)))
+            element_dims.append(_PADDING.sub("", str(b)))
+            if isinstance(b, pl.Element):
+                window.append(int(b.block_size))
+            else:
+                known = False
+    return tuple(sizes), tuple(element_dims), tuple(window) if known else ()
 
 
 def _is_semaphore(dtype: Any) -> bool:

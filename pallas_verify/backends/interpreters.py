@@ -129,7 +129,7 @@ class TpuInterpret:
 
     def interpret_source(self, mode: Mapping[str, Any]) -> str:
         """The ``interpret=`` value ``run`` uses, as plain-jax source (for reproducers)."""
-        return _jax_compat.interpret_params_source("tpu", {**_TPU_DEFAULTS, **mode})
+        return _jax_compat.tpu_run_source(mode)
 
     def recompiles(self, mode: Mapping[str, Any], variant: Mapping[str, Any]) -> bool:
         """Whether a run in ``variant`` compiles anew after one in ``mode``: not when they
@@ -163,8 +163,7 @@ def _execute(case: Case, mode: Mapping[str, Any], run_time: Mapping[str, Any],
     examples and reruns that differ only in those share one compiled run. The outcome, and
     the watch of its memory (None without ``plan``); the outcome carries the schedule run."""
     compiled = {knob: value for knob, value in mode.items() if knob not in run_time}
-    params = _jax_compat.interpret_params("tpu", **{**_TPU_DEFAULTS, "grid_point_recorder": schedule.RECORDER,
-                                                    **compiled})
+    params = _jax_compat.tpu_run_params(compiled, recorder=schedule.RECORDER)
     with schedule.recording() as ran, _jax_compat.watch_memory(plan, run_time) as seen:
         outcome = execute(case, params)  # a deadlock ends the run as `deadlock`
     return dataclasses.replace(outcome, schedule=tuple(ran)), seen
@@ -228,11 +227,6 @@ def _with_declared_revisit(case: Case, outcome: Outcome) -> Outcome:
         return outcome
     marked = dataclasses.replace(error, message=f"{error.message} {_jax_compat.REVISIT_ANY_DECLARED}")
     return dataclasses.replace(outcome, error=marked)
-
-
-# What TpuInterpret.run sets before a mode's knobs: races reported, not raised, and the
-# chip's padded buffer bounds (see its docstring).
-_TPU_DEFAULTS: Mapping[str, Any] = {"on_race": "warn", "buffer_bounds": "padded"}
 
 
 def kernel_facts(case: Case) -> tuple[frozenset[str], _jax_compat.MemoryPlan | None]:

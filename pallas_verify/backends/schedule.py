@@ -1,7 +1,7 @@
 """Which grid orders and core assignments TPU interpret mode actually ran.
 
-TPU interpret mode calls ``InterpretParams.grid_point_recorder(token, grid_point, core_id)``
-for every grid point, in the order it runs them: the order of "parallel" dimensions is
+TPU interpret mode calls a run's recorder (``_jax_compat.tpu_run_params(recorder=)``) for
+every grid point, in the order it runs them: the order of "parallel" dimensions is
 permuted by ``random_seed`` and the permuted points are split between
 ``num_cores_or_threads`` cores. ``RECORDER`` is one function for every run (the params
 are part of jax's trace cache key: a new callable per run would retrace every case); it
@@ -22,8 +22,6 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from pallas_verify import _jax_compat
 
 __all__ = ["MAX_POINTS", "RECORDER", "Coverage", "Schedule", "cores_named", "recording"]
@@ -40,18 +38,15 @@ _CURRENT: list[list[tuple[tuple[int, ...], int]] | None] = [None]
 _LOCK = threading.Lock()
 
 
-def _record(token: Any, grid_point: Any, core_id: Any) -> Any:
-    # numpy, not iteration: iterating a jax array dispatches (and may compile) an unstack
-    point, core = tuple(np.asarray(grid_point).tolist()), int(core_id)
+def _record(point: tuple[int, ...], core: int) -> None:
     with _LOCK:
         points = _CURRENT[0]
         if points is not None and len(points) < MAX_POINTS:
             points.append((point, core))
     _jax_compat.on_grid_point(point, core)  # the sweep a memory watch attributes this core's accesses to
-    return token
 
 
-#: The grid_point_recorder of every TPU interpret run pallas-verify makes.
+#: The recorder of every TPU interpret run pallas-verify makes: ``(grid point, core)``.
 RECORDER = _record
 
 

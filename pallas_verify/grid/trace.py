@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
 import jax.extend as jex
 import numpy as np
-from jax.experimental import pallas as pl
 
 from pallas_verify import _jax_compat
 from pallas_verify.grid.dots import dot_roundings
@@ -19,9 +17,8 @@ from pallas_verify.grid.points import block_indices, grid_points
 __all__ = ["BlockOperand", "PallasCall", "block_indices", "grid_mappings", "grid_points"]
 
 _TRANSPARENT = frozenset({"convert_element_type", "copy", "copy_p", "reduce_precision"})
-UNWINDOWED_SPACES = frozenset({"any", "hbm", "semaphore_mem", "host"})
+UNWINDOWED_SPACES = _jax_compat.UNWINDOWED_SPACES
 _UNKNOWN = object()
-_PADDING = re.compile(r", padding=\([^)]*\)")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -161,7 +158,7 @@ class _Walker:
 
     def eqn(self, eqn, args, origins):
         name = eqn.primitive.name
-        if name == "pallas_call":
+        if _jax_compat.is_pallas_call(eqn):
             position = len(self.calls)
             call = _pallas_call_or_skip(eqn, args, position)
             self.calls.append(dataclasses.replace(call, discarded=self.unused.get(id(eqn), ())))
@@ -194,7 +191,7 @@ def _unused_outputs(jaxpr: Any) -> dict[int, tuple[int, ...]]:
     and no output of ``jaxpr`` uses (dropped, or bound to a var nothing reads)."""
     used = {id(v) for eqn in jaxpr.eqns for v in eqn.invars} | {id(v) for v in jaxpr.outvars}
     return {id(eqn): tuple(k for k, v in enumerate(eqn.outvars) if id(v) not in used)
-            for eqn in jaxpr.eqns if eqn.primitive.name == "pallas_call"}
+            for eqn in jaxpr.eqns if _jax_compat.is_pallas_call(eqn)}
 
 
 def _unanalysed(name: str, position: int, reason: str) -> PallasCall:
@@ -266,30 +263,17 @@ def _operand(bm: _jax_compat.BlockMapping, i: int, num_inputs: int) -> BlockOper
     is_output = i >= num_inputs
     index = i - num_inputs if is_output else i
     space = bm.memory_space
-    sizes, windowed, element_dims, elements = [], space not in UNWINDOWED_SPACES, [], []
-    for b in bm.block_dims:
-        if isinstance(b, pl.Blocked):
-            sizes.append(int(b.block_size))
-            elements.append(None)
-        elif isinstance(b, pl.Squeezed) or b is None:
-            sizes.append(1)
-            elements.append(None)
-        else:  # Element, BoundedSlice, Indirect: windows at element offsets the kernel chooses
-            sizes.append(int(getattr(b, "block_size", 1)))
-            windowed = False
-            element_dims.append(_PADDING.sub("", str(b)))  # one note per kind of window, whatever its padding
-            elements.append(int(b.block_size) if isinstance(b, pl.Element) else _UNKNOWN)
     return BlockOperand(
         name=f"{'output' if is_output else 'input'} {index}",
         index=index,
         is_output=is_output,
         array_shape=bm.array_shape,
-        block_shape=tuple(sizes),
+        block_shape=bm.block_shape,
         memory_space=space,
-        windowed=windowed,
+        windowed=space not in UNWINDOWED_SPACES and not bm.element_dims,
         index_map=bm.index_map,
-        element_dims=tuple(element_dims),
-        element_window=() if _UNKNOWN in elements else tuple(elements),
+        element_dims=bm.element_dims,
+        element_window=bm.element_window,
         revisit_any=bm.revisit == "any",
         semaphore=bm.semaphore,
     )

@@ -27,16 +27,11 @@ APPROX_MATH = Tolerance(rtol=2.0**-10, atol=2.0**-10)
 
 
 def uses_approx_math(closed_jaxpr: Any) -> bool:
-    """Whether a Mosaic GPU kernel in ``closed_jaxpr`` sets ``approx_math=True``."""
+    """Whether a Mosaic GPU kernel in ``closed_jaxpr`` sets ``approx_math=True``
+    (``_jax_compat.sets_approx_math`` reads its compiler params)."""
     from pallas_verify import _jax_compat
 
-    for eqn in _jax_compat.equations(getattr(closed_jaxpr, "jaxpr", closed_jaxpr)):
-        if _jax_compat.is_kernel(eqn):
-            params = eqn.params.get("compiler_params")
-            params = params.get("mosaic_gpu") if isinstance(params, dict) else params
-            if getattr(params, "approx_math", False):
-                return True
-    return False
+    return _jax_compat.sets_approx_math(closed_jaxpr)
 
 
 def approx_math_case(case: Case, backend: Any) -> Case:

@@ -205,8 +205,8 @@ def write_upstream_reproducer(record: Any, spec: Any, spec_ref: str | None, out_
         frame=record.frame, site=f"\n  operation: {record.site}" if record.site else "", version=jax.__version__,
         how=how, script=script.name, config=config_src or "None  # not a Python literal: in the .npz",
         transform=record.transform, tpu="tpu" in spec.platforms,
-        failing=registry.get(record.backend).interpret_source(record.mode),  # type: ignore[attr-defined]
-        witness_src="None" if record.clean_on is None else registry.get(record.clean_on).interpret_source(  # type: ignore[attr-defined]
+        failing=registry.get(record.backend).interpret_source(record.mode),
+        witness_src="None" if record.clean_on is None else registry.get(record.clean_on).interpret_source(
             witness_mode(record.clean_on)),
         loader=loader))
     return {"reproducer": str(script.resolve())}

@@ -9,11 +9,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from pallas_verify._jax_compat import mosaic_block_problem as block_problem
 from pallas_verify.backends import families
 from pallas_verify.backends.lowering import compile_case
 from pallas_verify.case import Case
 from pallas_verify.engine import verify
-from pallas_verify.grid.tiling import block_problem
 from pallas_verify.loader import load_spec
 from pallas_verify.testing import DEFAULT_BACKENDS
 

@@ -80,8 +80,8 @@ def test_grid_mapping_reads_grid_blocks_semantics_and_aliases():
     assert gm.grid == (2, 1) and gm.num_inputs == 1 and gm.num_index_operands == 0
     assert gm.num_dynamic_grid_bounds == 0 and gm.vmapped_dims == ()
     assert [b.array_shape for b in gm.blocks] == [(16, 128), (16, 128)]
-    assert all(isinstance(d, pl.Blocked) for b in gm.blocks for d in b.block_dims)
-    assert [d.block_size for d in gm.blocks[0].block_dims] == [8, 128]
+    assert [b.block_shape for b in gm.blocks] == [(8, 128), (8, 128)]
+    assert all(b.element_dims == () and b.element_window == (None, None) for b in gm.blocks)
     assert [s.lower() for s in gm.declared_semantics] == ["parallel", "arbitrary"]
     assert gm.aliases == ((0, 0),)
     assert _jax_compat.call_name(eqn) == "_copy_kernel"

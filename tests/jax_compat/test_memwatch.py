@@ -225,10 +225,8 @@ def _faithful(case):
     from pallas_verify import _jax_compat
     from pallas_verify.backends import schedule
     from pallas_verify.backends.execute import execute
-    from pallas_verify.backends.interpreters import _TPU_DEFAULTS
 
-    params = _jax_compat.interpret_params("tpu", **{**_TPU_DEFAULTS, "grid_point_recorder": schedule.RECORDER,
-                                                    **case.mode})
+    params = _jax_compat.tpu_run_params(case.mode, recorder=schedule.RECORDER)
     with _jax_compat.tpu_target(), _jax_compat.deadlock_watch():
         return execute(case, params)
 

@@ -107,10 +107,10 @@ def _spec():
 
 def test_the_tools_own_failure_is_an_error_cell_with_no_finding_and_the_other_backend_still_judges(
         monkeypatch, tmp_path):
-    from pallas_verify import _jax_compat
+    from pallas_verify._jax_compat import interpret
 
     # The tool's own code fails on TPU interpret mode (a params class it looks up is not there).
-    monkeypatch.setattr(_jax_compat, "interpret_params", lambda platform, **kw: versions.interpret_params("sc", **kw))
+    monkeypatch.setattr(interpret, "interpret_params", lambda platform, **kw: versions.interpret_params("sc", **kw))
     report = verify(_spec(), ["interpret", "tpu_interpret"], max_examples=2, profile="ci", out_dir=tmp_path,
                     isolate="never", static=False)
     cells = {r.backend: r for r in report.results if r.transform is None}

@@ -35,13 +35,11 @@ def _kernel(*inputs: Any, program: dict[str, Any]) -> Any:
 
 def cannot_run(program: dict[str, Any], interpret: Any) -> str | None:
     """Why the interpreter ``interpret`` (what ``pallas_call`` is forced to) cannot run
-    ``program``, or None: TPU interpret mode (JAX 0.12) cannot run a masked load
-    (``NotImplementedError: masked load_p``)."""
-    from jax.experimental.pallas import tpu as pltpu
+    ``program``, or None: TPU interpret mode cannot run a masked load
+    (``_jax_compat.masked_load_unsupported``)."""
+    from pallas_verify import _jax_compat
 
-    if isinstance(interpret, pltpu.InterpretParams) and any(program.get("load_masks") or ()):
-        return "TPU interpret mode (JAX 0.12) cannot run a masked load (NotImplementedError: masked load_p)"
-    return None
+    return _jax_compat.masked_load_unsupported(interpret) if any(program.get("load_masks") or ()) else None
 
 
 def _reference(*inputs: Any, program: dict[str, Any]) -> Any:
