@@ -40,13 +40,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from pallas_verify import _jax_compat
 from pallas_verify.keys import Lru, bound_key
+from pallas_verify.matrix_units import dot_rounding, has_dot, rounded
 from pallas_verify.spec import KernelSpec
 
 __all__ = ["Bound", "Expected", "NoGroundTruth", "References", "Truth", "bound", "ground_truth", "reduction_depth",
@@ -280,23 +281,8 @@ def _apply(eqn: Any, invals: list[Any], *, to: Any, dots: Any = None) -> list[An
     if body is not None:
         return _evaluate(*body, invals, to=to, dots=dots)
     if dots is not None and name == "dot_general":  # a matrix unit's inputs, at the inputs' precision
-        invals = [_rounded(v, dots) if _is_float(v.dtype) else v for v in invals]
+        invals = [rounded(v, dots) if _is_float(v.dtype) else v for v in invals]
     return _jax_compat.bind(eqn, invals, _lift_params(_lift_bodies(name, eqn.params, to, dots), to))
-
-
-def _rounded(value: Any, rounding: Any) -> Any:
-    """``value`` rounded to ``rounding`` (a dtype, or TF32), kept in its own dtype.
-
-    The narrow value passes an optimization barrier: XLA's GPU compiler removes a round
-    trip through a narrower float (float64 to bfloat16 and back) where it may keep excess
-    precision, which would leave the rounding unmade (seen in the compiled HLO for an H100,
-    ``tests/catalog/test_matrix_unit_rounding.py``)."""
-    from jax import lax
-
-    if isinstance(rounding, str):  # _jax_compat.TF32
-        exponent, mantissa = _jax_compat.TF32_BITS
-        return lax.reduce_precision(value, exponent_bits=exponent, mantissa_bits=mantissa)
-    return lax.optimization_barrier(value.astype(rounding)).astype(value.dtype)
 
 
 def _lift_jaxpr(inner: Any, to: Any, dots: Any = None) -> Any:
@@ -372,7 +358,7 @@ def _lift(fn: Callable[..., Any], avals: tuple[tuple[tuple[int, ...], str], ...]
     lifted = [jax.ShapeDtypeStruct(s, _target(np.dtype(d), np.float64)) for s, d in avals]
     narrow = [i for i, v in enumerate(closed.jaxpr.outvars) if _narrow(v.aval.dtype)]
     carried = [_target(np.dtype(d), np.float32) for _, d in avals]
-    dots = _dot_rounding([np.dtype(d) for _, d in avals]) if _has_dot(closed.jaxpr) else None
+    dots = dot_rounding([np.dtype(d) for _, d in avals]) if has_dot(closed.jaxpr) else None
 
     def both(*xs: Any) -> tuple[list[Any], list[Any], list[Any]]:
         truth = _evaluate(closed.jaxpr, closed.consts, xs)
@@ -391,30 +377,6 @@ def _lift(fn: Callable[..., Any], avals: tuple[tuple[tuple[int, ...], str], ...]
     except Exception as exc:
         return None, depth, f"the reference fails in float64: {type(exc).__name__}: {_first_line(exc)}"
     return (run, narrow, None if dots is None else getattr(dots, "name", dots)), depth, None
-
-
-def _dot_rounding(dtypes: list[np.dtype]) -> np.dtype | str | None:
-    """What a kernel's matrix unit may round the dot operands of a reference taking
-    ``dtypes`` to: the narrowest narrow float input, else TF32 for float32 inputs where
-    jax's device takes them so (``_jax_compat.dots_in_tf32``), else None."""
-    narrowest = _narrowest(dtypes)
-    if narrowest is not None:
-        return narrowest
-    if any(d == np.float32 for d in dtypes) and _jax_compat.dots_in_tf32():
-        return _jax_compat.TF32
-    return None
-
-
-def _narrowest(dtypes: Iterable[np.dtype]) -> np.dtype | None:
-    """The narrowest float dtype narrower than 32 bits among ``dtypes`` (None: none)."""
-    narrow = [d for d in dtypes if _narrow(d)]
-    return min(narrow, key=lambda d: d.itemsize) if narrow else None
-
-
-def _has_dot(jaxpr: Any) -> bool:
-    """Whether ``jaxpr`` (or a body inside it) multiplies matrices."""
-    return any(eqn.primitive.name == "dot_general" or any(_has_dot(j) for j, _ in _jax_compat.sub_jaxprs(eqn))
-               for eqn in jaxpr.eqns)
 
 
 def _first_line(exc: Exception) -> str:

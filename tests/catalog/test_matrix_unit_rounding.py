@@ -175,7 +175,7 @@ def test_the_rounded_dot_truth_keeps_its_rounding_when_compiled_for_a_gpu():
     precision); on an H200 the rounded-dot truth then equalled the plain one and jax's
     bf16 decode attention failed for want of its allowance. The barrier keeps it."""
     from pallas_verify.backends.lowering import _abstract_args, _mesh, _use
-    from pallas_verify.reference import _rounded
+    from pallas_verify.matrix_units import rounded
 
     mesh, abstract_mesh = _mesh("triton", "h100")
     x = np.zeros((64, 64), np.float64)
@@ -185,5 +185,5 @@ def test_the_rounded_dot_truth_keeps_its_rounding_when_compiled_for_a_gpu():
             traced = jax.jit(lambda a, b: rounding(a) @ b).trace(*_abstract_args((x, x), mesh))
             return traced.lower(lowering_platforms=("cuda",)).compile().as_text()
 
-    assert "bf16" in optimized_hlo(lambda a: _rounded(a, np.dtype(jnp.bfloat16)))
+    assert "bf16" in optimized_hlo(lambda a: rounded(a, np.dtype(jnp.bfloat16)))
     assert "bf16" not in optimized_hlo(lambda a: a.astype(jnp.bfloat16).astype(a.dtype))  # what it guards against

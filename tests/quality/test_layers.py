@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("model", ("errors", "exits", "choices", "keys", "spec", "findings", "signatures", "precision", "tolerance",
                "case", "loader", "registered", "profiles", "interrupts", "reports.report", "backends.families",
                "_env")),
-    ("jax facts", ("_jax_compat", "reference")),
+    ("jax facts", ("_jax_compat", "matrix_units", "reference")),
     ("judging and running one case", ("oracles", "grid", "transforms", "backends", "attribution")),
     ("leaving the process", ("execution",)),
     ("one example", ("tracer", "reruns", "runner")),
