@@ -23,7 +23,7 @@ from benchmarks.faultkit import (
     start_cli,
     wait_for,
 )
-from benchmarks.faults import (
+from benchmarks.faultrun import (
     EXPECTED,
     HANG_SPEC,
     SPECS,
