@@ -51,7 +51,7 @@ def _smith_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _conformance_parser(sub: argparse._SubParsersAction) -> None:
-    from pallas_verify.campaigns.conformance import DEMO_KERNELS
+    from pallas_verify.choices import DEMO_KERNELS
 
     for name, help_text, kernels, out in (
         ("conformance", "the feature x backend matrix of the registered kernels", "*", "pv-out/conformance"),
@@ -92,7 +92,7 @@ def _jax_options(cmd: argparse.ArgumentParser) -> None:
 
 def _profile_help() -> str:
     """--profile's help, from the table of profiles."""
-    from pallas_verify.profiles import PROFILES
+    from pallas_verify.choices import PROFILES
 
     return "Hypothesis profile: " + ", ".join(PROFILES)
 

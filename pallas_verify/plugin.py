@@ -269,10 +269,14 @@ def _record_skip(config: pytest.Config, item: KernelItem) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Selected items skipped at collection are cells of the report too."""
-    for item in session.items:
-        if isinstance(item, KernelItem) and item.skip is not None:
+    """Selected items skipped at collection are cells of the report too; where some will
+    run, the worker processes start now, while pytest gets to them."""
+    kernels = [item for item in session.items if isinstance(item, KernelItem)]
+    for item in kernels:
+        if item.skip is not None:
             _record_skip(session.config, item)
+    if not session.config.option.collectonly and any(item.skip is None for item in kernels):
+        testing.prestart(session.config.stash[_OPTIONS])
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pallas_verify.spec import KernelSpec
 
 __all__ = ["DEFAULT_BACKENDS", "DEFAULT_COMPILE_TARGETS", "DEFAULT_INTERPRETERS", "KernelFindingsError", "PluginOptions",
-           "default_backends", "kernel_test", "verify_with"]
+           "default_backends", "kernel_test", "prestart", "verify_with"]
 
 #: The interpreters: every default run has them.
 DEFAULT_INTERPRETERS: tuple[str, ...] = ("interpret", "tpu_interpret", "gpu_interpret")
@@ -83,6 +83,17 @@ class KernelFindingsError(AssertionError):
         self.report = report
         n = len(report.findings)
         super().__init__(f"{n} finding{'s' if n != 1 else ''}:\n\n" + findings_text(report.findings))
+
+
+def prestart(options: PluginOptions) -> None:
+    """Start the worker processes the session's kernels will run in (unless ``options``
+    keeps cases in this process), so that their start overlaps pytest's own work."""
+    if options.isolate == "never":
+        return
+    from pallas_verify.execution.isolation import shared_worker, static_tracer_slot
+
+    shared_worker("interpreters").prestart()
+    shared_worker(static_tracer_slot()).prestart()
 
 
 def verify_with(spec: KernelSpec, backends: Sequence[str], options: PluginOptions) -> Report:

@@ -41,10 +41,12 @@ class Pending:
 
 @dataclasses.dataclass
 class Worker:
-    """One worker process, started lazily and restarted after a timeout or a crash. It
-    joins the process group of the process that starts it (see ``lifeline``)."""
+    """One worker process, started lazily (or ahead of its first request: ``prestart``)
+    and restarted after a timeout or a crash. It joins the process group of the process
+    that starts it (see ``lifeline``); ``env``: variables it gets beside ours."""
 
     timeout_s: float = 120.0
+    env: dict[str, str] | None = None
     _child: Child | None = None
     _awaiting: Pending | None = None  # the request whose answer is not collected yet
 
@@ -72,9 +74,7 @@ class Worker:
         request at a time; a submit over an uncollected answer restarts the worker)."""
         if self._awaiting is not None:  # its caller was interrupted: that answer would be taken for this one
             self.close()
-        if self._child is None or not self._child.alive():
-            self.close()
-            self._child = Child("cases", own_group=False)
+        self.prestart()
         # A long-lived worker must see import paths added since it started (pytest's
         # rootdir, a spec file's folder), or "module:NAME" references would not load.
         request = {**request, "sys_path": [p for p in sys.path if p]}
@@ -84,6 +84,13 @@ class Worker:
         except (EOFError, OSError):
             pending.failed = True
         return pending
+
+    def prestart(self) -> None:
+        """Start the process now unless one runs: it starts and imports what every request
+        needs (``pallas_verify._worker``) while the caller does its own work."""
+        if self._child is None or not self._child.alive():
+            self.close()
+            self._child = Child("cases", env=self.env, own_group=False)
 
     def collect(self, pending: Pending, *, timeout_s: float | None = None,
                 idle_after_s: float | None = None) -> Any:
