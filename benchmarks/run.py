@@ -239,9 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
         parser.error(f"--sections: unknown {unknown}; choose from {', '.join(SECTIONS)}")
-    from pallas_verify._env import configure
+    from pallas_verify._env import configure, disable_compile_cache
 
     configure()  # before anything imports jax: CPU-first when no accelerator is attached
+    disable_compile_cache()  # every section measures cold compiles; the verdict section places its own caches
     results = run(args.scale, sections)
     from benchmarks.table import render
 

@@ -16,8 +16,12 @@ if TYPE_CHECKING:
 
 
 def _ready() -> None:
-    """Before the first request, while the parent is busy with its own start: the imports
+    """Before the first request, while the parent is busy with its own start: the
+    persistent compilation cache (where the environment turns it on), and the imports
     every case and trace needs."""
+    from pallas_verify._jax_compat import compile_cache
+
+    compile_cache.enable()
     import jax.experimental.pallas  # noqa: F401
 
     import pallas_verify.backends.registry

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pallas_verify._env import configure
+from pallas_verify._env import configure, disable_compile_cache
 from pallas_verify.choices import PROFILES, run_seed
 from pallas_verify.cli_args import parser
 from pallas_verify.exits import EXIT_CLEAN, EXIT_USAGE, campaign_status
@@ -23,6 +23,8 @@ __all__ = ["main"]
 def main(argv: Sequence[str] | None = None) -> int:
     configure()
     args = parser().parse_args(argv)
+    if getattr(args, "no_compile_cache", False):
+        disable_compile_cache()  # here and in every worker this run starts
     from pallas_verify.errors import PallasVerifyError
 
     try:
@@ -98,6 +100,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     seed = run_seed(args.seed, args.profile)
     out, json_path = _verify_outputs(args)  # before any work: a run must not end unable to write
     imported = _start_import(args.target, args.timeout)  # the workers start while this process loads the engine
+    from pallas_verify._jax_compat import compile_cache
     from pallas_verify.engine import verify
     from pallas_verify.errors import InvalidSpec
     from pallas_verify.interrupts import signal_name, signals_interrupt
@@ -105,6 +108,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from pallas_verify.reports.live import LiveProgress
     from pallas_verify.reports.report import Report
 
+    compile_cache.enable(trim=True)
     imported()
     specs = load_specs(args.target)
     _say_jax_gaps()

@@ -63,6 +63,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="time spent shrinking a failure to its minimal config, per backend (default 60)")
     group.addoption("--pv-isolate", default="auto", metavar="|".join(ISOLATE),
                     help="where cases run: " + describe(ISOLATE))
+    group.addoption("--pv-no-compile-cache", action="store_true", default=False,
+                    help="compile everything anew and keep nothing (by default the interpreters' and the "
+                         "references' compiles are kept in the user's cache folder, ~/.cache/pallas-verify, "
+                         "and read back by later runs; PALLAS_VERIFY_COMPILE_CACHE=off does the same)")
 
 
 def _options(config: pytest.Config) -> PluginOptions:
@@ -141,9 +145,11 @@ def _is_worker(config: pytest.Config) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from pallas_verify._env import configure
+    from pallas_verify._env import configure, disable_compile_cache
 
     configure()  # before any hook imports jax
+    if config.getoption("--pv-no-compile-cache"):
+        disable_compile_cache()  # here and in every worker the session starts
     options = _options(config)
     config.stash[_OPTIONS] = options
     config.addinivalue_line("markers", "pallas_verify: a KernelSpec test collected by pallas-verify")

@@ -97,8 +97,12 @@ def prestart(options: PluginOptions) -> None:
 
 
 def verify_with(spec: KernelSpec, backends: Sequence[str], options: PluginOptions) -> Report:
-    """The engine's search of ``spec`` on ``backends`` under the session's ``options``."""
+    """The engine's search of ``spec`` on ``backends`` under the session's ``options``, with
+    the persistent compilation cache on where the environment leaves it on."""
+    from pallas_verify._jax_compat import compile_cache
     from pallas_verify.engine import verify
+
+    compile_cache.enable(trim=True)
 
     return verify(spec, list(backends), options.max_examples, options.seed, profile=options.profile,
                   out_dir=options.out_dir, timeout_s=options.timeout_s, isolate=options.isolate,
