@@ -45,11 +45,12 @@ import os
 import platform
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from jax._src.compilation_cache_interface import CacheInterface
 
-__all__ = ["MAX_BYTES", "SUFFIX", "enable", "folder_for", "machine_key", "prune"]
+__all__ = ["MAX_BYTES", "SUFFIX", "enable", "folder_for", "machine_key", "paused", "prune"]
 
 #: The most bytes the folder of one JAX release and machine keeps (trimmed at a front end's start).
 MAX_BYTES = 1 << 30
@@ -116,6 +117,27 @@ def _enable(root: Path | None, *, trim: bool) -> Path | None:
     jax.config.update("jax_compilation_cache_dir", str(folder))
     _install(folder)
     return folder
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """No persistent compilation cache inside (a benchmark's hand-written side, which has
+    none); as it was after."""
+    folder = _enabled[0] if _enabled else None
+    if folder is None:
+        yield
+        return
+    import jax
+    from jax.experimental.compilation_cache import compilation_cache
+
+    jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", True)
+        compilation_cache.reset_cache()
+        _install(folder)
 
 
 def _install(folder: Path) -> None:

@@ -17,6 +17,7 @@ from benchmarks import (
     bare,
     baselines,
     clean_pass,
+    cold_warm,
     conformance_kills,
     cost,
     deadlock,
@@ -96,6 +97,36 @@ def test_the_clean_pass_section_draws_what_a_ci_run_draws() -> None:
     assert SCALES["full"].clean_examples == PROFILES["ci"][1]["max_examples"]
 
 
+@pytest.mark.slow
+def test_cold_warm_structure() -> None:
+    result = cold_warm.cold_warm(examples=1, kernels=cold_warm.KERNELS[:1], backends=("interpret",))
+    [cell] = result["cells"]
+    assert cell["kernel"] == "ragged_add" and cell["backend"] == "interpret" and cell["examples"] >= 1
+    assert all(_positive(v) for v in cell["in_process"]["seconds"].values())
+    assert set(cell["commands"]["seconds"]) == {"hand", "cli_cold", "cli_warm", "plugin_cold", "plugin_warm"}
+    assert all(_positive(v) for v in [*cell["commands"]["seconds"].values(), *cell["commands"]["cpu_seconds"].values()])
+    for key in ("cli_cold", "cli_warm", "plugin_cold", "plugin_warm"):
+        assert result[f"{key}_ratio_interpret"] == result[f"{key}_ratio_interpret_worst"] == cell["commands"]["ratios"][key]
+    assert _positive(result["in_process_warm_ratio_interpret"])
+    assert "cli_cold_ratio_tpu_interpret" not in result  # that backend was not asked for
+
+
+def test_the_hand_written_test_runs_the_examples_it_is_given(tmp_path: Path) -> None:
+    import subprocess
+
+    from benchmarks import handwritten
+    from benchmarks.sampling import draw_examples
+    from pallas_verify.loader import load_spec
+
+    spec = load_spec("reference_kernels.elementwise:RAGGED_ADD")
+    examples = [(e.config, e.inputs) for e in draw_examples(spec, count=2, seed=0)]
+    test = handwritten.write_test(tmp_path, "ragged", module="reference_kernels.elementwise", attr="RAGGED_ADD",
+                                  spec=spec, backend="interpret", examples=examples)
+    run = subprocess.run([*handwritten.command(test), "-v"], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed" in run.stdout
+
+
 def test_cost_structure_and_budget() -> None:
     result = cost.cost(grid_points=(1, 2), backends=cost.BACKENDS[:3])
     assert set(result["series"]) == {"interpret", "tpu_interpret", "tpu_interpret+races"}
@@ -160,7 +191,8 @@ def test_tiny_run_writes_every_key(tmp_path: Path) -> None:
                 "compiles_per_100_shrink_examples", "examples_per_s", "recommended_max_grid_points", "machine",
                 "deadlock_report_s", "ray_overhead_ratio", "correct_margin", "mutant_ratio",
                 "smith_programs_per_minute_interpret", "smith_programs_per_minute_tpu_interpret",
-                "smith_planted_bugs_found", "planted_bugs_killed_by_class"):
+                "smith_planted_bugs_found", "planted_bugs_killed_by_class", "cli_cold_ratio_interpret",
+                "cli_warm_ratio_tpu_interpret", "plugin_warm_ratio_interpret", "in_process_warm_ratio_tpu_interpret"):
         assert key in results, key
     assert _positive(results["overhead_ratio"])
     assert _positive(results["ray_overhead_ratio"])
