@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import functools
 import os
 import sys
 import time
@@ -154,10 +155,13 @@ def shared_worker(slot: str) -> Worker:
 def static_tracer_slot() -> str:
     """The shared worker the static check traces in: one of its own, which traces while the
     interpreters' worker runs the kernel, when this host has a core to spare for it (two
-    per parallel run); else the interpreters' worker, one trace after the other, so that
-    a host whose cores are all taken by parallel runs gets no extra process per run."""
+    per parallel run, beside the cores other work keeps busy); else the interpreters'
+    worker, one trace after the other, so that a host whose cores are all taken, by
+    parallel runs or by other work, gets no extra process per run: a worker's start (its
+    jax import) costs about a second of CPU, more than a short run's traces (TPU interpret
+    mode's reruns take the same slot's answer)."""
     runs = max(_count(os.environ.get("PYTEST_XDIST_WORKER_COUNT")), _count(os.environ.get(PARALLEL_RUNS_ENV)), 1)
-    return "tracer" if _cores() >= 2 * runs else "interpreters"
+    return "tracer" if _cores() - _busy_cores() >= 2 * runs else "interpreters"
 
 
 def _count(text: str | None) -> int:
@@ -170,6 +174,16 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+@functools.cache
+def _busy_cores() -> int:
+    """The cores other work kept busy over the last minute (the load average), as this
+    process first saw it: read once, so that its own run's load does not change its mind."""
+    try:
+        return round(os.getloadavg()[0])
+    except OSError:  # no load average here
+        return 0
 
 
 def _close_shared() -> None:
