@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 
-from pallas_verify._env import configure
+from pallas_verify._env import COMPILE_CACHE_ENV, configure
 
 configure()  # before anything imports jax
+# The project's own tests compile everything anew: no persistent compilation cache, in this
+# process or in any process a test starts, unless a test turns it on itself.
+os.environ[COMPILE_CACHE_ENV] = "off"
 
 from hypothesis import settings  # noqa: E402
 

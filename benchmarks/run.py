@@ -47,6 +47,9 @@ class Scale:
       kills_smith_budget_s, kills_bugs, kills_campaigns: the planted interpreter bugs by class
         (``benchmarks.conformance_kills``): seconds of each smith campaign at most, which bugs
         (empty: all), and which campaigns try to kill them.
+      cold_warm_kernels, cold_warm_repeats: the cold and warm section (``benchmarks.cold_warm``,
+        ``clean_examples`` examples per kernel and interpreter): how many of its kernels (0:
+        all), and how many times each whole command is timed (the median counts).
     """
 
     overhead_examples: int
@@ -76,6 +79,8 @@ class Scale:
     kills_smith_budget_s: float = 180.0
     kills_bugs: tuple[str, ...] = ()
     kills_campaigns: tuple[str, ...] = ("smith", "conformance")
+    cold_warm_kernels: int = 0
+    cold_warm_repeats: int = 1
 
 
 SCALES: dict[str, Scale] = {
@@ -90,7 +95,8 @@ SCALES: dict[str, Scale] = {
                   precision_only=("matmul_bf16", "tiled_matmul_bfloat16_out", "bf16_acc_bf16_out"),
                   faults=("out_dev_null", "bad_numbers"), races_only_repeats=1, races_only_cases=1,
                   smith_budget_s=4.0, smith_mutant_budget_s=8.0, smith_mutants=("iota_wrong_axis_rank3",),
-                  kills_smith_budget_s=8.0, kills_bugs=("outputs_start_at_zero",), kills_campaigns=("conformance",)),
+                  kills_smith_budget_s=8.0, kills_bugs=("outputs_start_at_zero",), kills_campaigns=("conformance",),
+                  cold_warm_kernels=1),
 }
 
 
@@ -135,6 +141,13 @@ def _clean_pass(scale: Scale) -> dict[str, Any]:
     from benchmarks.clean_pass import CATALOG, UPSTREAM, clean_pass
 
     return clean_pass(examples=scale.clean_examples, specs=(CATALOG + UPSTREAM)[: scale.clean_specs or None])
+
+
+def _cold_warm(scale: Scale) -> dict[str, Any]:
+    from benchmarks.cold_warm import KERNELS, cold_warm
+
+    return cold_warm(examples=scale.clean_examples, kernels=KERNELS[: scale.cold_warm_kernels or None],
+                     repeats=scale.cold_warm_repeats)
 
 
 def _precision(scale: Scale) -> dict[str, Any]:
@@ -197,6 +210,11 @@ SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] =
     "scaling": (_scaling, ("examples_per_s",)),
     "cost": (_cost, ("recommended_max_grid_points",)),
     "clean_pass": (_clean_pass, ("clean_pass_ratio_interpret", "clean_pass_ratio_tpu_interpret")),
+    "cold_warm": (_cold_warm, tuple(f"{key}_ratio_{backend}{worst}" for backend in ("interpret", "tpu_interpret")
+                                    for key in ("cli_cold", "cli_warm", "plugin_cold", "plugin_warm")
+                                    for worst in ("", "_worst"))
+                  + tuple(f"in_process_{key}_ratio_{backend}" for backend in ("interpret", "tpu_interpret")
+                          for key in ("cold", "warm"))),
     "precision": (_precision, ("correct_margin", "mutant_ratio")),
     "cluster": (_cluster, ("ray_overhead_ratio", "night1_find_s", "night2_refind_s")),
     "faults": (_faults, ("faults_tried", "faults_survived")),
@@ -238,9 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
         parser.error(f"--sections: unknown {unknown}; choose from {', '.join(SECTIONS)}")
-    from pallas_verify._env import configure
+    from pallas_verify._env import configure, disable_compile_cache
 
     configure()  # before anything imports jax: CPU-first when no accelerator is attached
+    disable_compile_cache()  # every section measures cold compiles; the verdict section places its own caches
     results = run(args.scale, sections)
     from benchmarks.table import render
 

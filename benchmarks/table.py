@@ -19,6 +19,13 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
     ("kill_rate_tpu_default", "kill rate, TPU interpret defaults", ""),
     ("clean_pass_ratio_interpret", "clean PASS / bare, interpret (median over kernels)", "<= 1.5"),
     ("clean_pass_ratio_tpu_interpret", "clean PASS / bare, tpu_interpret (median over kernels)", "<= 1.5"),
+    *((f"{front}_{temperature}_ratio_{b}{worst}",
+       f"{'verify command' if front == 'cli' else 'pytest + plugin'} {temperature} / hand-written test, {b} "
+       f"({'worst kernel' if worst else 'median over kernels'})", ("<= 1.0" if temperature == "cold" else "<= 0.5"))
+      for b in ("interpret", "tpu_interpret") for front in ("cli", "plugin") for temperature in ("cold", "warm")
+      for worst in ("", "_worst")),
+    *((f"in_process_{temperature}_ratio_{b}", f"verify in process {temperature} / hand-written steps, {b} (median)",
+       "") for b in ("interpret", "tpu_interpret") for temperature in ("cold", "warm")),
     ("detect_ratio_vs_best_baseline", "seconds-to-detect / best baseline (median)", "<= 1.5"),
     ("deadlock_report_s", "seconds from search start to a deadlock finding (worst)", "<= 20"),
     ("scaling_speedup", "xdist speed-up, 2 workers over 1", ""),
@@ -93,6 +100,21 @@ def _costs(cost: dict[str, Any]) -> list[str]:
     return _rows(("backend", "cold run (s)", "warm run"), rows)
 
 
+def _cold_warm(section: dict[str, Any]) -> list[str]:
+    """Per kernel and interpreter: seconds of the hand-written test and each whole command."""
+    rows = []
+    for c in section.get("cells", []):
+        seconds = c.get("commands", {}).get("seconds")
+        inside = c["in_process"]["seconds"]
+        commands = ([f"{seconds[k]:.1f}" for k in ("hand", "cli_cold", "cli_warm", "plugin_cold", "plugin_warm")]
+                    if seconds else ["-"] * 5)
+        rows.append((c["kernel"], c["backend"], *commands,
+                     f"{inside['bare']:.2f} / {inside['pv_cold']:.2f} / {inside['pv_warm']:.2f}"))
+    header = ("cold/warm kernel", "backend", "hand s", "verify cold", "verify warm", "plugin cold", "plugin warm",
+              "in process: hand / cold / warm")
+    return _rows(header, rows) if rows else []
+
+
 def _precision(precision: dict[str, Any]) -> list[str]:
     per = precision.get("per_mutant", {})
     rows = [(name, m["dtype"], f"{m['mildest']:.3g}", " ".join(f"{x:.3g}" for x in m["margins"]))
@@ -149,7 +171,8 @@ def render(results: dict[str, Any]) -> str:
     lines += _rows(("figure", "value", "target"),
                    [(label, _fmt(results.get(key)), target) for key, label, target in HEADLINES if key in results])
     for block in (_mutants(results.get("detection", {})), _deadlocks(results.get("deadlock", {})),
-                  _costs(results.get("cost", {})), _precision(results.get("precision", {})),
+                  _costs(results.get("cost", {})), _cold_warm(results.get("cold_warm", {})),
+                  _precision(results.get("precision", {})),
                   _faults(results.get("faults", {})), _races_only(results.get("races_only", {})),
                   _smith(results.get("smith", {})), _kills(results.get("kills", {}))):
         if block:

@@ -15,7 +15,21 @@ if TYPE_CHECKING:
     from pallas_verify.execution.process import Channel
 
 
+def _ready() -> None:
+    """Before the first request, while the parent is busy with its own start: the
+    persistent compilation cache (where the environment turns it on), and the imports
+    every case and trace needs."""
+    from pallas_verify._jax_compat import compile_cache
+
+    compile_cache.enable()
+    import jax.experimental.pallas  # noqa: F401
+
+    import pallas_verify.backends.registry
+    import pallas_verify.grid.tasks  # noqa: F401
+
+
 def _serve(parent: Channel) -> None:
+    _ready()
     from pallas_verify.backends import registry
     from pallas_verify.loader import import_answer, load_spec
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-__all__ = ["ISOLATE", "PROFILES", "describe", "run_seed"]
+__all__ = ["DEMO_KERNELS", "ISOLATE", "PROFILES", "describe", "run_seed"]
 
 #: Hypothesis settings profile -> (what it is for, its budget: settings keyword arguments).
 PROFILES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -17,6 +17,11 @@ PROFILES: dict[str, tuple[str, dict[str, Any]]] = {
     "ci": ("deterministic", {"max_examples": 10, "derandomize": True, "print_blob": True}),
     "nightly": ("deep", {"max_examples": 200}),
 }
+
+#: What ``pallas-verify demo`` (``make demo``) verifies: a ragged elementwise kernel, a tiled
+#: matmul with an accumulator, a row softmax, a portable kernel (TPU and GPU backends) and a
+#: plgpu.kernel with barriers (GPU interpret mode, Mosaic GPU): a few seconds per backend each.
+DEMO_KERNELS = ("ragged_add", "matmul_f32", "softmax", "scale_shift", "gpu_barrier_affine")
 
 #: Where cases run -> what it means.
 ISOLATE: dict[str, str] = {

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pallas_verify._env import configure
-from pallas_verify.choices import run_seed
+from pallas_verify._env import configure, disable_compile_cache
+from pallas_verify.choices import PROFILES, run_seed
 from pallas_verify.cli_args import parser
 from pallas_verify.exits import EXIT_CLEAN, EXIT_USAGE, campaign_status
 
@@ -23,6 +23,8 @@ __all__ = ["main"]
 def main(argv: Sequence[str] | None = None) -> int:
     configure()
     args = parser().parse_args(argv)
+    if getattr(args, "no_compile_cache", False):
+        disable_compile_cache()  # here and in every worker this run starts
     from pallas_verify.errors import PallasVerifyError
 
     try:
@@ -91,18 +93,23 @@ def _cmd_backends(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    if args.profile not in PROFILES:  # a usage error before any work (the table's message)
+        from pallas_verify.profiles import profile_settings
+
+        profile_settings(args.profile)
+    seed = run_seed(args.seed, args.profile)
+    out, json_path = _verify_outputs(args)  # before any work: a run must not end unable to write
+    imported = _start_import(args.target, args.timeout)  # the workers start while this process loads the engine
+    from pallas_verify._jax_compat import compile_cache
     from pallas_verify.engine import verify
     from pallas_verify.errors import InvalidSpec
     from pallas_verify.interrupts import signal_name, signals_interrupt
     from pallas_verify.loader import load_specs
-    from pallas_verify.profiles import profile_settings
     from pallas_verify.reports.live import LiveProgress
     from pallas_verify.reports.report import Report
 
-    profile_settings(args.profile)  # a profile not in the table is a usage error, before any work
-    seed = run_seed(args.seed, args.profile)
-    out, json_path = _verify_outputs(args)  # before any work: a run must not end unable to write
-    _check_import(args.target, args.timeout)
+    compile_cache.enable(trim=True)
+    imported()
     specs = load_specs(args.target)
     _say_jax_gaps()
     print(f"pallas-verify verify: seed={seed} (rerun this search with --seed {seed})", flush=True)
@@ -174,16 +181,24 @@ def _verify_end(report: Report, out: Path, json_path: Path | None, stopped: str 
                       incomplete=any(r.status == "error" for r in report.results))
 
 
-def _check_import(target: str, limit_s: float) -> None:
-    """Import the spec file in the interpreters' worker process first (it keeps it loaded
-    for the cases): an exit, abort or hang at import is a usage error naming the file."""
+def _start_import(target: str, limit_s: float) -> Callable[[], None]:
+    """Start importing the spec file in the interpreters' worker process (it keeps it
+    loaded for the cases), and start the static check's worker where it has one; the
+    returned call waits for the import: an exit, abort or hang at import is a usage error
+    naming the file, before this process imports the file itself."""
     from pallas_verify.errors import InvalidArgument
-    from pallas_verify.execution.imports import check_import
-    from pallas_verify.execution.isolation import shared_worker
+    from pallas_verify.execution.imports import start_import
+    from pallas_verify.execution.isolation import shared_worker, static_tracer_slot
 
-    why = check_import(target, limit_s=limit_s, worker=shared_worker("interpreters"))
-    if why is not None:
-        raise InvalidArgument(why)
+    answer = start_import(target, limit_s=limit_s, worker=shared_worker("interpreters"))
+    shared_worker(static_tracer_slot()).prestart()
+
+    def imported() -> None:
+        why = answer()
+        if why is not None:
+            raise InvalidArgument(why)
+
+    return imported
 
 
 def _workers(args: argparse.Namespace, local_default: int) -> int | None:

@@ -21,6 +21,7 @@ def parser() -> argparse.ArgumentParser:
     verify.add_argument("--max-examples", type=int, default=None, metavar="N")
     verify.add_argument("--profile", default="dev", help=_profile_help())
     verify.add_argument("--json", default=None, metavar="PATH", help="write the JSON report here")
+    _compile_cache(verify)
     sub.add_parser("backends", help="list every backend and whether it is available here")
     _fuzz_parser(sub)
     replay = sub.add_parser("replay", help="re-run every finding of a JSON report through its reproducer")
@@ -48,10 +49,11 @@ def _smith_parser(sub: argparse._SubParsersAction) -> None:
     cmd.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="per-case time limit")
     cmd.add_argument("--workers", type=int, default=None, metavar="N",
                      help="batches at once on worker processes (default: one per core)")
+    _compile_cache(cmd)
 
 
 def _conformance_parser(sub: argparse._SubParsersAction) -> None:
-    from pallas_verify.campaigns.conformance import DEMO_KERNELS
+    from pallas_verify.choices import DEMO_KERNELS
 
     for name, help_text, kernels, out in (
         ("conformance", "the feature x backend matrix of the registered kernels", "*", "pv-out/conformance"),
@@ -72,6 +74,7 @@ def _conformance_parser(sub: argparse._SubParsersAction) -> None:
         cmd.add_argument("--generated", default="0", metavar="BUDGET",
                          help="add a 'generated programs' row: a smith campaign of this budget, e.g. 5m (default 0: none)")
         _executor_options(cmd, workers_default="1")
+        _compile_cache(cmd)
         if name == "conformance":
             cmd.add_argument("--planted", default=None, metavar="PATTERN",
                              help="planted-bug kernels run as rows with their expected verdicts (sanitizer "
@@ -92,7 +95,7 @@ def _jax_options(cmd: argparse.ArgumentParser) -> None:
 
 def _profile_help() -> str:
     """--profile's help, from the table of profiles."""
-    from pallas_verify.profiles import PROFILES
+    from pallas_verify.choices import PROFILES
 
     return "Hypothesis profile: " + ", ".join(PROFILES)
 
@@ -132,6 +135,7 @@ def _fuzz_parser(sub: argparse._SubParsersAction) -> None:
     fuzz.add_argument("--timeout", type=_limit, default=120.0, metavar="SECONDS",
                       help="per-case time limit (default 120)")
     _shrink_budget(fuzz)
+    _compile_cache(fuzz)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -140,6 +144,17 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="pv-out", metavar="DIR", help="reproducers and reports go here")
     parser.add_argument("--timeout", type=_limit, default=120.0, metavar="SECONDS", help="per-case time limit")
     _shrink_budget(parser)
+
+
+def _compile_cache(parser: argparse.ArgumentParser) -> None:
+    """--no-compile-cache: the run neither reads nor writes JAX's persistent compilation cache."""
+    from pallas_verify._env import COMPILE_CACHE_ENV
+
+    parser.add_argument("--no-compile-cache", action="store_true",
+                        help="compile everything anew and keep nothing (by default the interpreters' and the "
+                             "references' compiles are kept in the user's cache folder, ~/.cache/pallas-verify, and "
+                             f"read back by later runs; {COMPILE_CACHE_ENV}=off does the same as this flag, "
+                             f"{COMPILE_CACHE_ENV}=DIR keeps them in DIR)")
 
 
 def _shrink_budget(parser: argparse.ArgumentParser) -> None:

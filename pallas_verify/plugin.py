@@ -63,6 +63,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="time spent shrinking a failure to its minimal config, per backend (default 60)")
     group.addoption("--pv-isolate", default="auto", metavar="|".join(ISOLATE),
                     help="where cases run: " + describe(ISOLATE))
+    group.addoption("--pv-no-compile-cache", action="store_true", default=False,
+                    help="compile everything anew and keep nothing (by default the interpreters' and the "
+                         "references' compiles are kept in the user's cache folder, ~/.cache/pallas-verify, "
+                         "and read back by later runs; PALLAS_VERIFY_COMPILE_CACHE=off does the same)")
 
 
 def _options(config: pytest.Config) -> PluginOptions:
@@ -141,9 +145,11 @@ def _is_worker(config: pytest.Config) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from pallas_verify._env import configure
+    from pallas_verify._env import configure, disable_compile_cache
 
     configure()  # before any hook imports jax
+    if config.getoption("--pv-no-compile-cache"):
+        disable_compile_cache()  # here and in every worker the session starts
     options = _options(config)
     config.stash[_OPTIONS] = options
     config.addinivalue_line("markers", "pallas_verify: a KernelSpec test collected by pallas-verify")
@@ -269,10 +275,14 @@ def _record_skip(config: pytest.Config, item: KernelItem) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Selected items skipped at collection are cells of the report too."""
-    for item in session.items:
-        if isinstance(item, KernelItem) and item.skip is not None:
+    """Selected items skipped at collection are cells of the report too; where some will
+    run, the worker processes start now, while pytest gets to them."""
+    kernels = [item for item in session.items if isinstance(item, KernelItem)]
+    for item in kernels:
+        if item.skip is not None:
             _record_skip(session.config, item)
+    if not session.config.option.collectonly and any(item.skip is None for item in kernels):
+        testing.prestart(session.config.stash[_OPTIONS])
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

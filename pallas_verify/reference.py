@@ -50,8 +50,8 @@ from pallas_verify.keys import Lru, bound_key
 from pallas_verify.matrix_units import dot_rounding, has_dot, rounded
 from pallas_verify.spec import KernelSpec
 
-__all__ = ["Bound", "Expected", "NoGroundTruth", "References", "Truth", "bound", "ground_truth", "reduction_depth",
-           "reference_outputs", "reference_truth"]
+__all__ = ["Bound", "Expected", "NoGroundTruth", "References", "Truth", "bound", "forget_compiled", "ground_truth",
+           "reduction_depth", "reference_outputs", "reference_truth"]
 
 Arrays = Sequence[np.ndarray]
 # Reductions whose rounding error grows with the number of terms (max/min/argmax are exact).
@@ -137,6 +137,12 @@ class Bound:
 
 # The one process-wide cache of compiled references (a long-lived worker stays small).
 _BOUND: Lru[tuple[Any, ...], Bound] = Lru(maxsize=512)
+
+
+def forget_compiled() -> None:
+    """Drop every compiled reference of this process (a benchmark's cold start; a run never
+    needs to: the cache is bounded)."""
+    _BOUND.clear()
 
 
 def bound(reference: Callable[..., Any], config: Mapping[str, Any], transform: str | None = None,

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pallas_verify.spec import KernelSpec
 
 __all__ = ["DEFAULT_BACKENDS", "DEFAULT_COMPILE_TARGETS", "DEFAULT_INTERPRETERS", "KernelFindingsError", "PluginOptions",
-           "default_backends", "kernel_test", "verify_with"]
+           "default_backends", "kernel_test", "prestart", "verify_with"]
 
 #: The interpreters: every default run has them.
 DEFAULT_INTERPRETERS: tuple[str, ...] = ("interpret", "tpu_interpret", "gpu_interpret")
@@ -85,9 +85,24 @@ class KernelFindingsError(AssertionError):
         super().__init__(f"{n} finding{'s' if n != 1 else ''}:\n\n" + findings_text(report.findings))
 
 
+def prestart(options: PluginOptions) -> None:
+    """Start the worker processes the session's kernels will run in (unless ``options``
+    keeps cases in this process), so that their start overlaps pytest's own work."""
+    if options.isolate == "never":
+        return
+    from pallas_verify.execution.isolation import shared_worker, static_tracer_slot
+
+    shared_worker("interpreters").prestart()
+    shared_worker(static_tracer_slot()).prestart()
+
+
 def verify_with(spec: KernelSpec, backends: Sequence[str], options: PluginOptions) -> Report:
-    """The engine's search of ``spec`` on ``backends`` under the session's ``options``."""
+    """The engine's search of ``spec`` on ``backends`` under the session's ``options``, with
+    the persistent compilation cache on where the environment leaves it on."""
+    from pallas_verify._jax_compat import compile_cache
     from pallas_verify.engine import verify
+
+    compile_cache.enable(trim=True)
 
     return verify(spec, list(backends), options.max_examples, options.seed, profile=options.profile,
                   out_dir=options.out_dir, timeout_s=options.timeout_s, isolate=options.isolate,

@@ -113,8 +113,9 @@ def parse_envs(items: Sequence[str], *, cwd: Path) -> dict[str, Path]:
 def cache_root(environ: Mapping[str, str] = os.environ) -> Path:
     """Where made environments live: ``$XDG_CACHE_HOME/pallas-verify/venvs`` (default
     ``~/.cache/pallas-verify/venvs``)."""
-    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pallas-verify" / "venvs"
+    from pallas_verify._env import user_cache_dir
+
+    return user_cache_dir(environ) / "venvs"
 
 
 def find_env(version: str, given: Mapping[str, Path], *, cwd: Path, cache: Path,

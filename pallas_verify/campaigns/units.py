@@ -172,10 +172,12 @@ def _upstream(kernels: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def run_slice(work: Work) -> dict[str, Any]:
     """A fuzz slice: ``verify`` on one backend with a few examples and its own seed; each
     finding is emitted as soon as it is seen."""
+    from pallas_verify._jax_compat import compile_cache
     from pallas_verify.campaigns.exampledb import example_database
     from pallas_verify.engine import verify
     from pallas_verify.loader import load_spec
 
+    compile_cache.enable(trim=True)  # its references' compiles (its case workers turn it on for theirs)
     p, notes = work.params, []
     out = Path(tempfile.mkdtemp(prefix="pv-slice-"))
     database = example_database(p["database"], notes)
@@ -187,9 +189,11 @@ def run_slice(work: Work) -> dict[str, Any]:
 
 def run_spec(work: Work) -> dict[str, Any]:
     """One spec of the conformance matrix on every backend of the unit."""
+    from pallas_verify._jax_compat import compile_cache
     from pallas_verify.engine import verify
     from pallas_verify.loader import load_spec
 
+    compile_cache.enable(trim=True)
     spec = load_spec(work.spec_ref)
     out = Path(tempfile.mkdtemp(prefix="pv-conformance-"))
     report = verify(spec, list(work.backends), work.max_examples, work.seed, profile=work.params["profile"], out_dir=out,

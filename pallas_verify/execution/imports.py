@@ -13,12 +13,13 @@ reports it as usual (``loader``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from pallas_verify.case import Outcome
 from pallas_verify.execution.isolation import Worker
 
-__all__ = ["IMPORT_IDLE_S", "check_import"]
+__all__ = ["IMPORT_IDLE_S", "check_import", "start_import"]
 
 #: An import that has used no CPU for a second after this many seconds is hung.
 IMPORT_IDLE_S = 5.0
@@ -32,17 +33,31 @@ def check_import(ref: str, *, limit_s: float, worker: Worker | None = None) -> s
     ``IMPORT_IDLE_S`` is stopped sooner. ``worker``: the process to import in (a fresh
     one, closed after, by default; a shared one then keeps the module loaded).
     """
+    return start_import(ref, limit_s=limit_s, worker=worker)()
+
+
+def start_import(ref: str, *, limit_s: float, worker: Worker | None = None) -> Callable[[], str | None]:
+    """``check_import`` started: the import is sent to the worker at once, and the returned
+    call waits for its verdict (the caller works meanwhile)."""
     where = ref.split("::")[0]
     if where.endswith(".py") and not Path(where).is_file():
-        return None  # nothing to run: the driver's own import says it does not exist
+        return lambda: None  # nothing to run: the driver's own import says it does not exist
     own = worker is None
     worker = worker or Worker(timeout_s=limit_s)
-    try:
-        answer = worker.collect(worker.submit({"task": "import", "ref": ref}), timeout_s=limit_s,
-                                idle_after_s=min(limit_s, IMPORT_IDLE_S))
-    finally:
-        if own:
-            worker.close()
+    pending = worker.submit({"task": "import", "ref": ref})
+
+    def verdict() -> str | None:
+        try:
+            answer = worker.collect(pending, timeout_s=limit_s, idle_after_s=min(limit_s, IMPORT_IDLE_S))
+        finally:
+            if own:
+                worker.close()
+        return _verdict(where, answer)
+
+    return verdict
+
+
+def _verdict(where: str, answer: object) -> str | None:
     if not isinstance(answer, Outcome):
         return None
     if answer.timed_out:

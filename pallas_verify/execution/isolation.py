@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import functools
 import os
 import sys
 import time
@@ -41,10 +42,12 @@ class Pending:
 
 @dataclasses.dataclass
 class Worker:
-    """One worker process, started lazily and restarted after a timeout or a crash. It
-    joins the process group of the process that starts it (see ``lifeline``)."""
+    """One worker process, started lazily (or ahead of its first request: ``prestart``)
+    and restarted after a timeout or a crash. It joins the process group of the process
+    that starts it (see ``lifeline``); ``env``: variables it gets beside ours."""
 
     timeout_s: float = 120.0
+    env: dict[str, str] | None = None
     _child: Child | None = None
     _awaiting: Pending | None = None  # the request whose answer is not collected yet
 
@@ -72,9 +75,7 @@ class Worker:
         request at a time; a submit over an uncollected answer restarts the worker)."""
         if self._awaiting is not None:  # its caller was interrupted: that answer would be taken for this one
             self.close()
-        if self._child is None or not self._child.alive():
-            self.close()
-            self._child = Child("cases", own_group=False)
+        self.prestart()
         # A long-lived worker must see import paths added since it started (pytest's
         # rootdir, a spec file's folder), or "module:NAME" references would not load.
         request = {**request, "sys_path": [p for p in sys.path if p]}
@@ -84,6 +85,13 @@ class Worker:
         except (EOFError, OSError):
             pending.failed = True
         return pending
+
+    def prestart(self) -> None:
+        """Start the process now unless one runs: it starts and imports what every request
+        needs (``pallas_verify._worker``) while the caller does its own work."""
+        if self._child is None or not self._child.alive():
+            self.close()
+            self._child = Child("cases", env=self.env, own_group=False)
 
     def collect(self, pending: Pending, *, timeout_s: float | None = None,
                 idle_after_s: float | None = None) -> Any:
@@ -147,10 +155,13 @@ def shared_worker(slot: str) -> Worker:
 def static_tracer_slot() -> str:
     """The shared worker the static check traces in: one of its own, which traces while the
     interpreters' worker runs the kernel, when this host has a core to spare for it (two
-    per parallel run); else the interpreters' worker, one trace after the other, so that
-    a host whose cores are all taken by parallel runs gets no extra process per run."""
+    per parallel run, beside the cores other work keeps busy); else the interpreters'
+    worker, one trace after the other, so that a host whose cores are all taken, by
+    parallel runs or by other work, gets no extra process per run: a worker's start (its
+    jax import) costs about a second of CPU, more than a short run's traces (TPU interpret
+    mode's reruns take the same slot's answer)."""
     runs = max(_count(os.environ.get("PYTEST_XDIST_WORKER_COUNT")), _count(os.environ.get(PARALLEL_RUNS_ENV)), 1)
-    return "tracer" if _cores() >= 2 * runs else "interpreters"
+    return "tracer" if _cores() - _busy_cores() >= 2 * runs else "interpreters"
 
 
 def _count(text: str | None) -> int:
@@ -163,6 +174,16 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+@functools.cache
+def _busy_cores() -> int:
+    """The cores other work kept busy over the last minute (the load average), as this
+    process first saw it: read once, so that its own run's load does not change its mind."""
+    try:
+        return round(os.getloadavg()[0])
+    except OSError:  # no load average here
+        return 0
 
 
 def _close_shared() -> None:

@@ -6,8 +6,10 @@ One isolation policy decides, for a backend or for tracing the kernel (``isolate
 process otherwise; ``"always"`` requires a worker; ``"never"`` stays in this process
 except for backends that must isolate (compilers that may abort). Compilers get a worker
 each (Mosaic GPU fixes its target once per process); interpreters share one long-lived
-worker per slot (``isolation.shared_worker``). A case's time limit adapts to the cases
-seen so far (``caselimit``).
+worker per slot (``isolation.shared_worker``). The interpreters' workers use the
+persistent compilation cache where it is on (``_jax_compat.compile_cache``); a compiler's
+does not, its compile being the check. A case's time limit adapts to the cases seen so
+far (``caselimit``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pallas_verify import choices
+from pallas_verify._env import COMPILE_CACHE_ENV
 from pallas_verify.case import Case, ErrorInfo, Outcome
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution.caselimit import CaseLimit
@@ -84,7 +87,9 @@ class Sandbox:
             return Running(case, backend, outcome=Outcome(error=self._no_ref_error(backend),
                                                           compiled_only=not backend.executes))
         if backend.isolate:  # compilers: a process per backend (Mosaic GPU fixes its target per process)
-            worker = self._workers.setdefault(backend.name, Worker(timeout_s=self.timeout_s))
+            # whose compile is the check itself: no compile read back from the persistent cache
+            worker = self._workers.setdefault(backend.name, Worker(timeout_s=self.timeout_s,
+                                                                   env={COMPILE_CACHE_ENV: "off"}))
         else:  # interpreters: one long-lived process for every spec and backend
             worker = shared_worker(slot)
         return Running(case, backend, worker, worker.submit_case(self.spec_ref, case))

@@ -17,6 +17,7 @@ from benchmarks import (
     bare,
     baselines,
     clean_pass,
+    cold_warm,
     conformance_kills,
     cost,
     deadlock,
@@ -94,6 +95,36 @@ def test_the_clean_pass_section_draws_what_a_ci_run_draws() -> None:
     from pallas_verify.choices import PROFILES
 
     assert SCALES["full"].clean_examples == PROFILES["ci"][1]["max_examples"]
+
+
+@pytest.mark.slow
+def test_cold_warm_structure() -> None:
+    result = cold_warm.cold_warm(examples=1, kernels=cold_warm.KERNELS[:1], backends=("interpret",))
+    [cell] = result["cells"]
+    assert cell["kernel"] == "ragged_add" and cell["backend"] == "interpret" and cell["examples"] >= 1
+    assert all(_positive(v) for v in cell["in_process"]["seconds"].values())
+    assert set(cell["commands"]["seconds"]) == {"hand", "cli_cold", "cli_warm", "plugin_cold", "plugin_warm"}
+    assert all(_positive(v) for v in [*cell["commands"]["seconds"].values(), *cell["commands"]["cpu_seconds"].values()])
+    for key in ("cli_cold", "cli_warm", "plugin_cold", "plugin_warm"):
+        assert result[f"{key}_ratio_interpret"] == result[f"{key}_ratio_interpret_worst"] == cell["commands"]["ratios"][key]
+    assert _positive(result["in_process_warm_ratio_interpret"])
+    assert "cli_cold_ratio_tpu_interpret" not in result  # that backend was not asked for
+
+
+def test_the_hand_written_test_runs_the_examples_it_is_given(tmp_path: Path) -> None:
+    import subprocess
+
+    from benchmarks import handwritten
+    from benchmarks.sampling import draw_examples
+    from pallas_verify.loader import load_spec
+
+    spec = load_spec("reference_kernels.elementwise:RAGGED_ADD")
+    examples = [(e.config, e.inputs) for e in draw_examples(spec, count=2, seed=0)]
+    test = handwritten.write_test(tmp_path, "ragged", module="reference_kernels.elementwise", attr="RAGGED_ADD",
+                                  spec=spec, backend="interpret", examples=examples)
+    run = subprocess.run([*handwritten.command(test), "-v"], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed" in run.stdout
 
 
 def test_cost_structure_and_budget() -> None:

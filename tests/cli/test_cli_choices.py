@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pallas_verify import cli
-from pallas_verify.profiles import PROFILES
+from pallas_verify.choices import PROFILES  # the table the engine's profiles are made from
 
 
 @pytest.mark.parametrize("command", ["verify", "conformance", "demo"])

@@ -85,20 +85,27 @@ def test_an_answer_never_collected_is_not_taken_for_the_next_request(worker):
     assert _run(worker, "pid").ok
 
 
-@pytest.mark.parametrize(("cores", "env", "slot"), [
-    (2, {}, "tracer"),  # one run: a core to spare
-    (2, {"PYTEST_XDIST_WORKER_COUNT": "2"}, "interpreters"),  # every core has its own run
-    (8, {"PYTEST_XDIST_WORKER_COUNT": "4"}, "tracer"),
-    (8, {"PV_PARALLEL_RUNS": "5"}, "interpreters"),  # an executor's units
-    (1, {}, "interpreters"),
+@pytest.mark.parametrize(("cores", "busy", "env", "slot"), [
+    (2, 0, {}, "tracer"),  # one run: a core to spare
+    (2, 1, {}, "interpreters"),  # other work keeps one busy
+    (2, 0, {"PYTEST_XDIST_WORKER_COUNT": "2"}, "interpreters"),  # every core has its own run
+    (8, 0, {"PYTEST_XDIST_WORKER_COUNT": "4"}, "tracer"),
+    (8, 1, {"PYTEST_XDIST_WORKER_COUNT": "4"}, "interpreters"),
+    (8, 0, {"PV_PARALLEL_RUNS": "5"}, "interpreters"),  # an executor's units
+    (1, 0, {}, "interpreters"),
 ])
-def test_the_static_check_gets_a_worker_of_its_own_only_where_a_core_is_spare(monkeypatch, cores, env, slot):
+def test_the_static_check_gets_a_worker_of_its_own_only_where_a_core_is_spare(monkeypatch, cores, busy, env, slot):
     for name in ("PYTEST_XDIST_WORKER_COUNT", "PV_PARALLEL_RUNS"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(isolation, "_cores", lambda: cores)
+    monkeypatch.setattr(isolation, "_busy_cores", lambda: busy)
     assert isolation.static_tracer_slot() == slot
+
+
+def test_the_load_is_read_once_per_process():
+    assert isolation._busy_cores() == isolation._busy_cores() >= 0
 
 
 @pytest.mark.slow

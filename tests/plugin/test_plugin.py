@@ -138,3 +138,17 @@ def test_a_pass_no_sanitizer_judged_is_said_in_the_terminal_summary(pytester, sp
     both = pytester.runpytest_subprocess(*FAST, "--pv-backends", "interpret,tpu_interpret")
     both.assert_outcomes(passed=2)
     assert "judged without a sanitizer" not in both.stdout.str()
+
+
+def test_compiles_are_kept_across_sessions_unless_told_not_to(pytester, spec_file, spec_line, monkeypatch, tmp_path):
+    from pallas_verify._env import COMPILE_CACHE_ENV
+
+    spec_file(spec_line("DOUBLE", "double"))
+    monkeypatch.setenv(COMPILE_CACHE_ENV, str(tmp_path / "off"))
+    args = ("--pv-max-examples", "1", "--pv-backends", "interpret", "-p", "no:cacheprovider")
+    pytester.runpytest_subprocess(*args, "--pv-no-compile-cache").assert_outcomes(passed=1)
+    assert not (tmp_path / "off").exists()
+    monkeypatch.setenv(COMPILE_CACHE_ENV, str(tmp_path / "kept"))
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
+    kept = {p.name.split("-")[0] for p in (tmp_path / "kept").rglob("jit_*-cache")}
+    assert {"jit_kernel", "jit_reference"} <= kept  # the kernel's (in the worker), the reference's (here)
