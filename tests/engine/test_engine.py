@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +12,8 @@ import pytest
 
 import pallas_verify as pv
 from pallas_verify.engine import verify
+from pallas_verify.execution import sandbox
+from pallas_verify.execution.caselimit import CaseLimit
 from pallas_verify.loader import load_spec
 
 SPECS = Path(__file__).with_name("_specs.py")
@@ -30,8 +34,16 @@ def test_correct_kernel_passes_on_the_interpreters(tmp_path):
     assert cells(report)["interpret"].examples == 3
 
 
-def test_off_by_one_block_is_a_shrunk_mismatch_with_a_working_reproducer(tmp_path):
-    report = verify(spec("off_by_one"), ["interpret"], max_examples=30, profile="ci", out_dir=tmp_path)
+@pytest.fixture(scope="module")
+def off_by_one(tmp_path_factory):
+    """The report of one search of the off-by-one spec (two tests read it)."""
+    return verify(spec("off_by_one"), ["interpret"], max_examples=30, profile="ci",
+                  out_dir=tmp_path_factory.mktemp("off_by_one"))
+
+
+@pytest.mark.xdist_group("engine_off_by_one")
+def test_off_by_one_block_is_a_shrunk_mismatch_with_a_working_reproducer(off_by_one):
+    report = off_by_one
     [finding] = report.findings
     assert finding.kind == "mismatch" and finding.backend == "interpret"
     # Shrunk: two blocks is the least that shows a one-block shift.
@@ -47,11 +59,12 @@ def test_off_by_one_block_is_a_shrunk_mismatch_with_a_working_reproducer(tmp_pat
     assert "[mismatch]" in run.stdout
 
 
-def test_reproducer_exits_zero_once_fixed(tmp_path):
-    report = verify(spec("off_by_one"), ["interpret"], max_examples=30, profile="ci", out_dir=tmp_path)
-    script = Path(report.findings[0].reproducer)
-    fixed = script.read_text().replace("::off_by_one", "::good")
-    script.write_text(fixed)
+@pytest.mark.xdist_group("engine_off_by_one")
+def test_reproducer_exits_zero_once_fixed(off_by_one, tmp_path):
+    found = Path(off_by_one.findings[0].reproducer)
+    script = tmp_path / found.name  # a copy (with its inputs beside it): the other test runs the original
+    shutil.copy(found.with_suffix(".npz"), script.with_suffix(".npz"))
+    script.write_text(found.read_text().replace("::off_by_one", "::good"))
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "no longer reproduces" in run.stdout
@@ -113,8 +126,16 @@ def test_gpu_interpret_limitation_is_an_unsupported_cell_with_the_reason(tmp_pat
     assert report.findings == []
 
 
+@pytest.fixture
+def short_first_case(monkeypatch):
+    """A case found idle is hung after 2 s (not the 15 s allowance for a first case): a
+    worker that starts, imports and compiles is busy, so only a hang is stopped early."""
+    monkeypatch.setattr(sandbox, "CaseLimit", functools.partial(CaseLimit, first_case_s=2.0))
+
+
 @pytest.mark.slow
-def test_hanging_kernel_is_a_timeout_and_the_run_goes_on(tmp_path):
+def test_hanging_kernel_is_a_timeout_and_the_run_goes_on(tmp_path, short_first_case):
+    # timeout_s: the ceiling the static check's trace (which does not hang) finishes within.
     report = verify(spec("hangs"), ["interpret", "tpu_interpret"], max_examples=2, profile="ci",
                     out_dir=tmp_path, timeout_s=20, shrink_budget_s=0)
     assert {f.kind for f in report.findings} == {"timeout"}

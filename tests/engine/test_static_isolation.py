@@ -5,6 +5,7 @@ backends report the exception), and the backends' searches still run."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 from pathlib import Path
@@ -13,7 +14,8 @@ import numpy as np
 import pytest
 
 from pallas_verify.engine import verify
-from pallas_verify.execution import isolation
+from pallas_verify.execution import isolation, sandbox
+from pallas_verify.execution.caselimit import CaseLimit
 from pallas_verify.loader import load_spec
 from tests.engine._specs import rendezvous_dir
 
@@ -70,9 +72,15 @@ def test_trace_time_raise_in_process_is_the_same_note(tmp_path):
 
 
 @pytest.mark.slow
-def test_trace_time_hang_is_a_static_timeout_and_the_run_goes_on(tmp_path):
+def test_trace_time_hang_is_a_static_timeout_and_the_run_goes_on(tmp_path, monkeypatch):
+    # The shared workers started, with this file's specs loaded: the trace reaches its hang
+    # in milliseconds, so a 5 s limit is all spent hanging.
+    verify(spec("good"), ["interpret"], max_examples=1, profile="ci", out_dir=tmp_path / "warm")
+    # The case's worker starts afresh (the trace's timeout stopped the one it shares): a case
+    # found idle is hung after 2 s, not after the 15 s allowance for a first case.
+    monkeypatch.setattr(sandbox, "CaseLimit", functools.partial(CaseLimit, first_case_s=2.0))
     report = verify(spec("trace_hangs"), ["interpret"], max_examples=1, profile="ci", out_dir=tmp_path,
-                    timeout_s=20, shrink_budget_s=0)
+                    timeout_s=5, shrink_budget_s=0)
     static = by_backend(report)["static"]
     assert static.kind == "timeout" and "hangs while it is traced" in static.message
     assert [(r.backend, r.status, r.reason) for r in report.results] == [("interpret", "fail", "timeout"),
@@ -141,6 +149,11 @@ def test_blame_that_hangs_while_tracing_keeps_the_finding():
                       config={"block": 128, "n": 130})
     inputs, masks = _blame_inputs()
     masks[0][3] = True
-    kept = _tracer("trace_hangs", "always", timeout_s=20).blame(finding, BlameInputs(inputs, tuple(masks), (None,)))
+    blamed = BlameInputs(inputs, tuple(masks), (None,))
+    # The worker started, with this file's specs loaded (by a blame whose trace raises): the
+    # trace below reaches its hang in milliseconds, so a 3 s limit is all spent hanging.
+    raised = _tracer("trace_raises", "always").blame(dataclasses.replace(finding, kernel="trace_raises"), blamed)
+    assert "this kernel cannot be traced" in raised.evidence["blame_error"]
+    kept = _tracer("trace_hangs", "always", timeout_s=3).blame(finding, blamed)
     assert kept.message == "outputs differ"
     assert "for blame did not finish within its time limit" in kept.evidence["blame_error"]

@@ -92,13 +92,17 @@ def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
                           cwd=cwd, timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
 
 
-def _found(tmp_path: Path, dtype: str) -> tuple[Path, Path]:
-    """The planted spec's file and the reproducer of its mismatch (via the CLI)."""
+def _found(tmp_path: Path, dtype: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """The planted spec's file and the reproducer of its mismatch (via the CLI, in this
+    process: its worker and jax are already started; the reproducers run as a user runs them)."""
+    from pallas_verify import cli
+
     spec = tmp_path / "planted.py"
     _write(spec, dtype)
-    run = _cli(["verify", f"{spec}::spec", "--backends", "interpret", "--max-examples", "2", "--out", "out",
-                "--json", "out/r.json"], tmp_path)
-    assert run.returncode == 1, run.stdout + run.stderr
+    monkeypatch.chdir(tmp_path)
+    status = cli.main(["verify", f"{spec}::spec", "--backends", "interpret", "--max-examples", "2", "--out", "out",
+                       "--json", "out/r.json"])
+    assert status == 1
     [finding] = json.loads((tmp_path / "out/r.json").read_text())["findings"]
     assert finding["kind"] == "mismatch"
     return spec, Path(finding["reproducer"])
@@ -114,18 +118,22 @@ def _expect(script: Path, cwd: Path, status: int, text: str, env: dict[str, str]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float8_e4m3fn"])
-def test_reproducer_exits_one_while_the_bug_is_there_and_zero_once_fixed(tmp_path, dtype):
-    spec, script = _found(tmp_path, dtype)
+def test_reproducer_exits_one_quietly_while_the_bug_is_there_and_zero_once_fixed(tmp_path, monkeypatch, dtype):
+    spec, script = _found(tmp_path, dtype, monkeypatch)
     inputs, _ = load_case(script.with_suffix(".npz"))
     assert inputs[0].dtype == _dtype(dtype)
-    _expect(script, tmp_path, EXIT_REPRODUCES, "[mismatch] planted on interpret: outputs differ")
+    # Run as a user runs it, with no JAX_PLATFORMS: it prints its verdict without plugin noise.
+    plain = {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS", "TPU_ACCELERATOR_TYPE",
+                                                              "TPU_WORKER_HOSTNAMES")}
+    stderr = _expect(script, tmp_path, EXIT_REPRODUCES, "[mismatch] planted on interpret: outputs differ", env=plain)
+    assert stderr.strip() == ""
     _write(spec, dtype, bug=False)
     _expect(script, tmp_path, EXIT_FIXED, "mismatch no longer reproduces")
 
 
 @pytest.mark.slow
-def test_a_case_that_cannot_run_exits_three_and_replay_never_says_fixed(tmp_path):
-    spec, script = _found(tmp_path, "bfloat16")
+def test_a_case_that_cannot_run_exits_three_and_replay_never_says_fixed(tmp_path, monkeypatch):
+    spec, script = _found(tmp_path, "bfloat16", monkeypatch)
     _write(spec, "bfloat16", raise_=True)  # the reference now raises: nothing can be judged
     _expect(script, tmp_path, EXIT_CANNOT_RUN, "cannot run this case: the reference fails on it")
     replay = _cli(["replay", "out/r.json"], tmp_path)
@@ -139,15 +147,6 @@ def test_a_case_that_cannot_run_exits_three_and_replay_never_says_fixed(tmp_path
     _expect(script, tmp_path, EXIT_CANNOT_RUN, "cannot run this case: CaseFileError: inputs file")
     np.savez(npz, arg0=np.arange(8).astype(ml_dtypes.bfloat16))  # an old case file: loads back as |V2
     _expect(script, tmp_path, EXIT_CANNOT_RUN, "without its dtype")
-
-
-@pytest.mark.slow
-def test_reproducer_prints_its_verdict_without_plugin_noise(tmp_path):
-    _, script = _found(tmp_path, "float16")
-    env = {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS", "TPU_ACCELERATOR_TYPE",
-                                                              "TPU_WORKER_HOSTNAMES")}
-    stderr = _expect(script, tmp_path, EXIT_REPRODUCES, "[mismatch] planted on interpret", env=env)
-    assert stderr.strip() == ""
 
 
 def test_a_backend_that_is_not_available_cannot_run_the_case(tmp_path, monkeypatch, capsys):
