@@ -98,15 +98,19 @@ class RayExecutor(Executor):
         if address is None and not os.environ.get("RAY_ADDRESS"):
             # A fresh local instance: loopback only (Ray's single-host mode, read from this
             # variable by the processes it starts and from its constant here), and workers
-            # import what we import.
+            # import what we import: they inherit the PYTHONPATH its processes start with
+            # (a runtime_env would make Ray start new workers for it, beside the ones it
+            # starts ahead of the first task, which then sit unused).
             from ray._private import ray_constants
 
             os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
             ray_constants.ENABLE_RAY_CLUSTER = False
-            kwargs.update(_node_ip_address="127.0.0.1", include_dashboard=False,
-                          runtime_env={"env_vars": {"PYTHONPATH": import_path()}})
+            kwargs.update(_node_ip_address="127.0.0.1", include_dashboard=False)
             target = "local"  # never a stale cluster another run left behind in /tmp/ray
+        pythonpath = os.environ.get("PYTHONPATH")
         try:
+            if target == "local":
+                os.environ["PYTHONPATH"] = import_path()
             with warnings.catch_warnings():
                 # Ray starts its processes with fork+exec; jax's warning about fork in a
                 # threaded process does not apply to a child that execs at once.
@@ -121,6 +125,11 @@ class RayExecutor(Executor):
                                   "with `ray start --head` or pass its address, e.g. --ray-address HOST:6379; a "
                                   "token-protected cluster also needs RAY_AUTH_MODE=token and its token "
                                   "(RAY_AUTH_TOKEN_PATH, see docs/cluster.md).") from None
+        finally:
+            if pythonpath is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = pythonpath
 
     # -- capacity and placement ------------------------------------------------------------
 

@@ -140,7 +140,7 @@ def test_a_node_removed_mid_campaign_loses_no_finding(cluster, tmp_path):
     try:
         report = fuzz(FuzzOptions(targets=(MUTANT, TWIN), backends=("interpret", "tpu_interpret"), seed=11,
                                   slice_examples=2, executor="ray", workers=4, budget_s=600, max_slices=12,
-                                  out_dir=tmp_path),
+                                  shrink_budget_s=0, out_dir=tmp_path),
                       stream=log)
     finally:
         ended.set()
@@ -159,7 +159,7 @@ def test_the_same_seed_and_slices_give_the_same_findings_locally_and_on_ray(clus
     def findings(executor: str) -> set:
         report = fuzz(FuzzOptions(targets=(MUTANT, TWIN), backends=("interpret",), seed=5, slice_examples=2,
                                   workers=2, budget_s=300, max_slices=4, executor=executor,
-                                  out_dir=tmp_path / executor),
+                                  shrink_budget_s=0, out_dir=tmp_path / executor),
                       stream=io.StringIO())
         return {(f.kind, f.kernel, f.backend) for f in report.findings}
 
@@ -247,7 +247,8 @@ def test_a_ray_worker_killed_mid_task_is_retried_never_a_finding_and_leaves_no_c
     # Slices of 4 examples: a unit runs for seconds, far longer than the killer takes from
     # seeing it busy to killing it.
     report = fuzz(FuzzOptions(targets=(MUTANT, TWIN), backends=("interpret",), seed=5, slice_examples=4,
-                              executor="ray", workers=2, budget_s=300, max_slices=4, out_dir=tmp_path),
+                              executor="ray", workers=2, budget_s=300, max_slices=4, shrink_budget_s=0,
+                              out_dir=tmp_path),
                   stream=io.StringIO())
     killer.join()
     assert killed, "no task worker was seen running"

@@ -18,7 +18,7 @@ MUTANT = "reference_kernels.mutants.grid:rotated_index_map_spec"
 @pytest.mark.slow
 def test_conformance_units_on_the_local_executor(tmp_path):
     lines: list[str] = []
-    with LocalExecutor(2) as executor:
+    with LocalExecutor(1) as executor:
         report = run_conformance([load_spec(SPEC), load_spec(MUTANT)], backends="interpret,gpu_interpret",
                                  max_examples=2, out_dir=tmp_path, progress=lines.append, executor=executor)
     assert report.executor == "local"

@@ -38,7 +38,7 @@ def test_map_programs_pass_on_the_hlo_interpreter() -> None:
 @pytest.mark.parametrize("skeleton", SKELETONS)
 def test_every_skeleton_matches_its_reference_on_both_interpreters(skeleton: str, tmp_path: Path) -> None:
     spec = generated_spec(skeletons=(skeleton,), max_grid_points=4)
-    report = verify(spec, ["interpret", "tpu_interpret"], 3, 1, isolate="never", out_dir=tmp_path)
+    report = verify(spec, ["interpret", "tpu_interpret"], 2, 1, isolate="never", out_dir=tmp_path)
     assert [f.message for f in report.findings] == []
     assert {r.status for r in report.results} == {"pass"}
 
@@ -47,8 +47,9 @@ def test_every_skeleton_matches_its_reference_on_both_interpreters(skeleton: str
 def test_a_planted_interpreter_bug_is_found_and_shrunk(tmp_path: Path) -> None:
     spec = generated_spec(skeletons=("accumulate",), max_grid_points=4)
     with planted("iota_wrong_axis_rank3"):
+        # Shrinking drops the post-op within 1.3-1.6 s on a busy 2-core machine: 8 s leave a wide margin.
         report = verify(spec, ["interpret"], 30, 0, isolate="never", static=False, out_dir=tmp_path,
-                        shrink_budget_s=30)
+                        shrink_budget_s=8)
     found = [f for f in report.findings if f.kind == "mismatch"]
     assert found, [f.message for f in report.findings]
     program = found[0].config["program"]
@@ -74,7 +75,7 @@ def test_each_planted_bug_is_found_within_a_small_budget(mutant: str, skeletons:
     spec = generated_spec(skeletons=skeletons, max_grid_points=4)
     with planted(mutant):
         report = verify(spec, ["interpret"], programs, 0, isolate="never", static=False, out_dir=tmp_path,
-                        shrink_budget_s=5)
+                        shrink_budget_s=0)  # found is the property, not how small
     assert [f for f in report.findings if f.kind == "mismatch"], [f.message for f in report.findings]
 
 
