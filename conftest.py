@@ -11,6 +11,7 @@ configure()  # before anything imports jax
 # process or in any process a test starts, unless a test turns it on itself.
 os.environ[COMPILE_CACHE_ENV] = "off"
 
+import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
 from pallas_verify.profiles import suite_settings  # noqa: E402
@@ -66,3 +67,29 @@ def pytest_collection_modifyitems(config, items):
     # The slow tests first: xdist's workers then share the long ones from the start instead
     # of one worker finishing a long test alone at the end.
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+
+class _LoadGroups:
+    """``--dist loadgroup`` sends the tests of one ``xdist_group`` (one Ray cluster, one Redis
+    server, one shared search) to one worker by a ``@group`` suffix on their node ids; pytest
+    9 derives the node id from ``item._id``, so the suffix xdist 3.8 sets (``item._nodeid``)
+    is lost and each group is split over the workers. This sets it where pytest reads it,
+    after xdist's own hook (and not twice, should xdist set it there itself)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items):
+        if not getattr(config.option, "loadgroup", False):
+            return
+        from _pytest.nodeid import NodeId
+
+        for item in items:
+            groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                             for m in item.iter_markers("xdist_group")})
+            suffix = "@" + "_".join(groups)
+            if groups and hasattr(item, "_id") and not item.nodeid.endswith(suffix):
+                item._id = NodeId.parse(item.nodeid + suffix)
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_LoadGroups(), "pv-loadgroups")
