@@ -59,9 +59,15 @@ def _rows(kernel, *, rows=4, scratch=(), semantics=("parallel", "arbitrary"), k_
     return call, (np.arange((in_rows or rows * BM) * k_steps * BN, dtype=F32).reshape(-1, k_steps * BN) % 17,)
 
 
+@functools.cache
+def _spec(fn):
+    """One spec per kernel function: a run in a mode already run reuses its compile."""
+    return KernelSpec(name="watched", kernel=fn, reference=fn, configs=st.just({}),
+                      inputs=lambda _: st.nothing())
+
+
 def _run(fn, inputs, mode):
-    spec = KernelSpec(name="watched", kernel=lambda *xs: fn(*xs), reference=lambda *xs: fn(*xs),
-                      configs=st.just({}), inputs=lambda _: st.just(inputs))
+    spec = _spec(fn)
     outcome = TpuInterpret().run(Case(spec=spec, config={}, inputs=inputs, backend="tpu_interpret",
                                       mode={"detect_races": False, **mode}))
     assert outcome.ok, outcome.error
