@@ -10,14 +10,14 @@ from typing import Any
 
 import jax
 import numpy as np
-from hypothesis import find
 from jax.experimental.pallas import mosaic_gpu as plgpu
 from jax.experimental.pallas import tpu as pltpu
 
 import pallas_verify as pv
 from pallas_verify import _jax_compat
+from pallas_verify.causes import simplest
 from pallas_verify.oracles.differential import compare_outputs
-from pallas_verify.reference import Truth, reference_truth
+from pallas_verify.reference import Truth, reference_outputs, reference_truth
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -67,9 +67,9 @@ def missing_devices(spec: pv.KernelSpec) -> str | None:
 
 
 def minimal_example(spec: pv.KernelSpec) -> tuple[dict, tuple]:
-    """The simplest config and the inputs of seed 0 (deterministic, no shrinking)."""
-    config = find(spec.configs, lambda _: True)
-    return config, find(spec.inputs(config), lambda _: True)
+    """The simplest config and its simplest inputs (deterministic: ``causes.simplest``)."""
+    config = simplest(spec.configs)
+    return config, simplest(spec.inputs(config))
 
 
 @contextlib.contextmanager
@@ -95,9 +95,9 @@ def run(spec: pv.KernelSpec, interpreter: Interpreter, config: dict, inputs: tup
 
 
 def reference(spec: pv.KernelSpec, config: dict, inputs: tuple) -> list[np.ndarray]:
-    """The reference's outputs as numpy arrays (jit on CPU)."""
-    out = jax.jit(lambda *a: spec.reference(*a, **config))(*inputs)
-    return [np.asarray(leaf) for leaf in jax.tree.leaves(out)]
+    """The reference's outputs as numpy arrays (jit on CPU), compiled once per config as
+    ``verify`` compiles it: the tests of each interpreter of a spec draw the same examples."""
+    return reference_outputs(spec.reference, config, inputs)[0]
 
 
 def ground_truth(spec: pv.KernelSpec, config: dict, inputs: tuple) -> Truth:
