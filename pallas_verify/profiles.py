@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, Verbosity, settings
+from hypothesis import HealthCheck, Phase, Verbosity, settings
 
 from pallas_verify import choices
 
@@ -23,8 +23,12 @@ _SEARCH: dict[str, Any] = {
 }
 # Per profile: how many examples, and whether they are the same every run (choices.py).
 _BUDGETS: dict[str, dict[str, Any]] = {name: budget for name, (_, budget) in choices.PROFILES.items()}
-# The engine's searches only.
-_ENGINE: dict[str, Any] = {"verbosity": Verbosity.quiet, "report_multiple_bugs": True}
+# The engine's searches only. No explain phase: after shrinking, it reruns the test on
+# random variants of the minimal failing example to say which parts of it matter, a kernel
+# run each, until the shrink budget is spent; the engine reports its findings itself and
+# never shows that explanation.
+_ENGINE: dict[str, Any] = {"verbosity": Verbosity.quiet, "report_multiple_bugs": True,
+                           "phases": tuple(p for p in Phase if p is not Phase.explain)}
 
 PROFILES: dict[str, settings] = {name: settings(**budget, **_SEARCH, **_ENGINE) for name, budget in _BUDGETS.items()}
 
