@@ -55,6 +55,7 @@ class Running:
     worker: Worker | None = None
     pending: Pending | None = None
     outcome: Outcome | None = None
+    fresh: bool = False  # a compiler's worker process started for it (its start is in its time)
 
 
 class Sandbox:
@@ -101,7 +102,8 @@ class Sandbox:
         # compilers: a process per family (see _compiler); interpreters: one long-lived process
         # for every spec and backend
         worker = self._compiler(backend) if backend.isolate else shared_worker(slot)
-        return Running(case, backend, worker, worker.submit_case(self.spec_ref, case))
+        fresh = backend.isolate and worker.pid is None
+        return Running(case, backend, worker, worker.submit_case(self.spec_ref, case), fresh=fresh)
 
     def collect(self, running: Running) -> Outcome:
         """The Outcome of a submitted case, collected once (a second call returns it again)."""
@@ -115,9 +117,10 @@ class Sandbox:
         if running.worker is None or running.pending is None:
             return running.backend.run(running.case)
         outcome = running.worker.collect(running.pending, timeout_s=self.timeout_s,
-                                         idle_after_s=self.limit.idle_after())
+                                         idle_after_s=self.limit.idle_after(fresh=running.fresh))
         if outcome.timed_out:
-            return dataclasses.replace(outcome, diagnostics=f"{outcome.diagnostics} ({self.limit.describe()})")
+            limit = self.limit.describe(fresh=running.fresh)
+            return dataclasses.replace(outcome, diagnostics=f"{outcome.diagnostics} ({limit})")
         self.limit.record(outcome.seconds, finished=outcome.crashed is None)
         return outcome
 
