@@ -155,7 +155,7 @@ def verify(
                                           dataclasses.replace(result, compiler_params=params.figure()))
                     if progress is not None:
                         progress.cell(report.results[-1], len(findings))
-                runner.sandbox.release(backend.name)
+                runner.sandbox.release(backend, then=runnable[i + 1] if i + 1 < len(runnable) else None)
         except KeyboardInterrupt as exc:  # keep what finished; the rest is marked interrupted
             interrupted = _stopped(exc, spec, runnable, searches, runner, report, Path(out_dir))
         if grid is not None:  # the kernel's own findings: reported once, before the backends'

@@ -46,11 +46,11 @@ class CaseLimit:
     slowest: float | None = None
     finished: int = 0
 
-    def idle_after(self) -> float:
-        """Seconds after which an idle case is hung (at most the ceiling)."""
-        if self.slowest is None:
-            return min(self.ceiling, self.first_case_s)
-        return min(self.ceiling, max(self.floor_s, self.factor * self.slowest))
+    def idle_after(self, *, fresh: bool = False) -> float:
+        """Seconds after which an idle case is hung (at most the ceiling). ``fresh``: the
+        case's worker process starts for it, which the first-case allowance covers too."""
+        paced = self.first_case_s if self.slowest is None else max(self.floor_s, self.factor * self.slowest)
+        return min(self.ceiling, max(paced, self.first_case_s) if fresh else paced)
 
     def record(self, seconds: float, *, finished: bool) -> None:
         """Account one case's run time (only cases that finished set the pace)."""
@@ -58,14 +58,15 @@ class CaseLimit:
             self.finished += 1
             self.slowest = seconds if self.slowest is None else max(self.slowest, seconds)
 
-    def describe(self) -> str:
+    def describe(self, *, fresh: bool = False) -> str:
         """Where the idle limit comes from, for a timeout's message."""
-        if self.slowest is None:
+        if self.slowest is None or self.idle_after(fresh=fresh) > self.idle_after():
             basis = f"the first-case allowance of {self.first_case_s:g} s"
+            basis += "" if self.slowest is None else " (its worker process started for it)"
         else:
             basis = (f"{self.factor:g} x the slowest of the {self.finished} finished case(s) of this spec "
                      f"({self.slowest:.2f} s), at least {self.floor_s:g} s")
-        return f"idle limit {self.idle_after():.1f} s: {basis}; ceiling timeout_s={self.ceiling:g} s"
+        return f"idle limit {self.idle_after(fresh=fresh):.1f} s: {basis}; ceiling timeout_s={self.ceiling:g} s"
 
 
 class CpuMeter:

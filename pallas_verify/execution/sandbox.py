@@ -4,8 +4,9 @@ One isolation policy decides, for a backend or for tracing the kernel (``isolate
 ``isolate="auto"`` runs in a worker process whenever the spec can be loaded by reference
 (so a hang is a ``timeout`` and an abort a ``crash``, and the run goes on) and in this
 process otherwise; ``"always"`` requires a worker; ``"never"`` stays in this process
-except for backends that must isolate (compilers that may abort). Compilers get a worker
-each (Mosaic GPU fixes its target once per process); interpreters share one long-lived
+except for backends that must isolate (compilers that may abort). A compiler family gets a
+worker whose targets compile one after another in it (Mosaic GPU fixes its target once per
+process: a worker per target), one such worker at a time; interpreters share one long-lived
 worker per slot (``isolation.shared_worker``). The interpreters' workers use the
 persistent compilation cache where it is on (``_jax_compat.compile_cache``); a compiler's
 does not, its compile being the check. A case's time limit adapts to the cases seen so
@@ -28,9 +29,20 @@ from pallas_verify.execution.isolation import Pending, Worker, shared_worker
 if TYPE_CHECKING:
     from pallas_verify.backends.base import Backend
 
-__all__ = ["ISOLATE", "Running", "Sandbox"]
+__all__ = ["ISOLATE", "Running", "Sandbox", "compiler_slot"]
 
 ISOLATE: tuple[str, ...] = tuple(choices.ISOLATE)
+
+
+def compiler_slot(backend: Backend) -> str:
+    """The worker process an isolating backend's cases run in: one per compiler family (its
+    compile-only targets compile one after another in one process); one of its own for a
+    Mosaic GPU target (Mosaic GPU fixes its GPU architecture at its first compile in a
+    process: ``backends.lowering``) and for a target whose real chip is attached."""
+    family = getattr(backend, "family", None)
+    if family is None or family == "mosaic_gpu" or backend.executes:
+        return backend.name
+    return family
 
 
 @dataclasses.dataclass
@@ -43,6 +55,7 @@ class Running:
     worker: Worker | None = None
     pending: Pending | None = None
     outcome: Outcome | None = None
+    fresh: bool = False  # a compiler's worker process started for it (its start is in its time)
 
 
 class Sandbox:
@@ -86,13 +99,11 @@ class Sandbox:
         if self.spec_ref is None:
             return Running(case, backend, outcome=Outcome(error=self._no_ref_error(backend),
                                                           compiled_only=not backend.executes))
-        if backend.isolate:  # compilers: a process per backend (Mosaic GPU fixes its target per process)
-            # whose compile is the check itself: no compile read back from the persistent cache
-            worker = self._workers.setdefault(backend.name, Worker(timeout_s=self.timeout_s,
-                                                                   env={COMPILE_CACHE_ENV: "off"}))
-        else:  # interpreters: one long-lived process for every spec and backend
-            worker = shared_worker(slot)
-        return Running(case, backend, worker, worker.submit_case(self.spec_ref, case))
+        # compilers: a process per family (see _compiler); interpreters: one long-lived process
+        # for every spec and backend
+        worker = self._compiler(backend) if backend.isolate else shared_worker(slot)
+        fresh = backend.isolate and worker.pid is None
+        return Running(case, backend, worker, worker.submit_case(self.spec_ref, case), fresh=fresh)
 
     def collect(self, running: Running) -> Outcome:
         """The Outcome of a submitted case, collected once (a second call returns it again)."""
@@ -106,22 +117,38 @@ class Sandbox:
         if running.worker is None or running.pending is None:
             return running.backend.run(running.case)
         outcome = running.worker.collect(running.pending, timeout_s=self.timeout_s,
-                                         idle_after_s=self.limit.idle_after())
+                                         idle_after_s=self.limit.idle_after(fresh=running.fresh))
         if outcome.timed_out:
-            return dataclasses.replace(outcome, diagnostics=f"{outcome.diagnostics} ({self.limit.describe()})")
+            limit = self.limit.describe(fresh=running.fresh)
+            return dataclasses.replace(outcome, diagnostics=f"{outcome.diagnostics} ({limit})")
         self.limit.record(outcome.seconds, finished=outcome.crashed is None)
         return outcome
 
-    def release(self, backend: str) -> None:
-        """Stop the worker process of an isolating ``backend``; the shared interpreter
-        workers live on."""
-        worker = self._workers.pop(backend, None)
+    def _compiler(self, backend: Backend) -> Worker:
+        """The worker process ``backend`` compiles in: its family's, whose targets compile in it
+        one after another instead of each paying a process start (Mosaic GPU fixes its target
+        once per process: its own). The compile is the check itself: no compile is read back
+        from the persistent cache. One runs at a time: another's start stops it."""
+        slot = compiler_slot(backend)
+        for other in [s for s in self._workers if s != slot]:
+            self._workers.pop(other).close()
+        if slot not in self._workers:
+            self._workers[slot] = Worker(timeout_s=self.timeout_s, env={COMPILE_CACHE_ENV: "off"})
+        return self._workers[slot]
+
+    def release(self, backend: Backend, then: Backend | None = None) -> None:
+        """Stop the worker process an isolating ``backend`` compiled in, unless ``then`` (the
+        backend run next) compiles in it too; the shared interpreter workers live on."""
+        shared = then is not None and then.isolate and compiler_slot(then) == compiler_slot(backend)
+        if not backend.isolate or shared:
+            return
+        worker = self._workers.pop(compiler_slot(backend), None)
         if worker is not None:
             worker.close()
 
     def close(self) -> None:
-        for name in list(self._workers):
-            self.release(name)
+        for slot in list(self._workers):
+            self._workers.pop(slot).close()
 
     def _no_ref_error(self, backend: Backend) -> ErrorInfo:
         return ErrorInfo(type="InvalidSpec", message=(
