@@ -31,8 +31,9 @@ def test_clean_spec_exits_zero_and_writes_the_json_report(tmp_path):
 
 
 def test_buggy_spec_exits_one_with_a_mismatch_finding_and_reproducer(tmp_path):
+    # Unshrunk (shrinking is tests/cli/test_cli_hygiene.py's): the first failing example's finding.
     run = cli("verify", f"{SPECS}::off_by_one", "--backends", "interpret", "--max-examples", "20",
-              "--seed", "3", "--json", "r.json", "--out", "out", cwd=tmp_path)
+              "--seed", "3", "--shrink-budget", "0", "--json", "r.json", "--out", "out", cwd=tmp_path)
     assert run.returncode == 1, run.stderr
     [finding] = json.loads((tmp_path / "r.json").read_text())["findings"]
     assert {"kind", "kernel", "backend", "message", "config", "elapsed_s", "reproducer"} <= finding.keys()
