@@ -103,4 +103,9 @@ class Budget:
 
 def budgeted_blocks(budget: Budget) -> st.SearchStrategy[tuple[Block, ...]]:
     """Block shapes drawn from ``budget``'s candidates; shrinks to every list's first."""
-    return st.composite(lambda draw: budget.draw(draw))()
+    return _budgeted_blocks(budget)
+
+
+@st.composite  # defined once: defining a composite parses its source (a program's draw builds one)
+def _budgeted_blocks(draw: st.DrawFn, budget: Budget) -> tuple[Block, ...]:
+    return budget.draw(draw)

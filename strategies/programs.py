@@ -133,19 +133,21 @@ def program_vmaps(program: Program) -> st.SearchStrategy[tuple | None]:
     block dim there, which Mosaic TPU tiles only in front of the (8, 128) tile): a rank-1
     input is not batched, and a program whose inputs are all rank 1 is not vmapped.
     Shrinks toward None, then toward axis 0 everywhere."""
+    return _draw_vmap(program)
 
-    @st.composite
-    def draw_vmap(draw: st.DrawFn) -> tuple | None:
-        ranks = [len(shape) for shape, _, _ in program["inputs"]]
-        if draw(st.integers(0, 2)) < 2 or max(ranks) < 2:
-            return None
-        axes = [draw(st.integers(0, rank - 2) | st.none()) if rank >= 2 else None for rank in ranks]
-        if all(a is None for a in axes):
-            axes[ranks.index(max(ranks))] = 0
-        out_axis = draw(st.integers(0, len(program["outputs"][0][0])))
-        return (draw(st.integers(2, 3)), tuple(axes), out_axis)
 
-    return draw_vmap()
+# The composites a program's draw builds a strategy from are defined once, here: defining
+# one (st.composite) parses its source, which per drawn program cost more than the draw.
+@st.composite
+def _draw_vmap(draw: st.DrawFn, program: Program) -> tuple | None:
+    ranks = [len(shape) for shape, _, _ in program["inputs"]]
+    if draw(st.integers(0, 2)) < 2 or max(ranks) < 2:
+        return None
+    axes = [draw(st.integers(0, rank - 2) | st.none()) if rank >= 2 else None for rank in ranks]
+    if all(a is None for a in axes):
+        axes[ranks.index(max(ranks))] = 0
+    out_axis = draw(st.integers(0, len(program["outputs"][0][0])))
+    return (draw(st.integers(2, 3)), tuple(axes), out_axis)
 
 
 def batched_shape(shape: tuple[int, ...], vmap: tuple | None, k: int) -> tuple[int, ...]:
@@ -180,26 +182,26 @@ def input_values(*, shape: tuple[int, ...], dtype: str) -> st.SearchStrategy[Any
       narrower types less); values are clipped to the type's finite range;
     - ``extreme``: ``arrays`` whose edge values include the largest finite values.
     """
+    return _draw_values(shape, dtype)
 
-    @st.composite
-    def draw_values(draw: st.DrawFn) -> Any:
-        kind = draw(st.sampled_from(VALUE_RANGES))
-        base = draw(arrays(shape=shape, dtype=dtype, allow_extremes=kind == "extreme", max_edge_values=4))
-        if kind in ("mixed", "extreme"):
-            return base
-        integer = dtype.startswith("int")
-        wide = base.astype(np.int64 if integer else np.float64)
-        if kind == "offset":
-            wide = wide + draw(st.sampled_from(_OFFSETS.get(dtype, (100.0, -100.0, 2.0**20, -(2.0**20)))))
-        else:
-            wide = np.abs(wide) + 1
-            wide = -wide if kind == "negative" else wide
-        low, high = _limits(dtype)  # the edge values stay inside the type, keeping their sign
-        finite = np.isfinite(wide) if not integer else np.ones(wide.shape, bool)
-        wide = np.where(finite, np.clip(wide, low, high), wide)
-        return wide.astype(base.dtype)
 
-    return draw_values()
+@st.composite
+def _draw_values(draw: st.DrawFn, shape: tuple[int, ...], dtype: str) -> Any:
+    kind = draw(st.sampled_from(VALUE_RANGES))
+    base = draw(arrays(shape=shape, dtype=dtype, allow_extremes=kind == "extreme", max_edge_values=4))
+    if kind in ("mixed", "extreme"):
+        return base
+    integer = dtype.startswith("int")
+    wide = base.astype(np.int64 if integer else np.float64)
+    if kind == "offset":
+        wide = wide + draw(st.sampled_from(_OFFSETS.get(dtype, (100.0, -100.0, 2.0**20, -(2.0**20)))))
+    else:
+        wide = np.abs(wide) + 1
+        wide = -wide if kind == "negative" else wide
+    low, high = _limits(dtype)  # the edge values stay inside the type, keeping their sign
+    finite = np.isfinite(wide) if not integer else np.ones(wide.shape, bool)
+    wide = np.where(finite, np.clip(wide, low, high), wide)
+    return wide.astype(base.dtype)
 
 
 def program_productions(program: Program) -> list[str]:
