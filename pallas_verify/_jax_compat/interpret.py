@@ -14,6 +14,7 @@ import numpy as np
 
 from pallas_verify._jax_compat.versions import (
     interpret_params,
+    interpret_params_class,
     interpret_params_source,
     tpu_info_modules,
 )
@@ -109,9 +110,8 @@ def masked_load_unsupported(interpret: Any) -> str | None:
     """Why the interpreter ``interpret`` (an ``interpret=`` value, as ``forced_interpret``
     gives it) cannot run a masked load (``pltpu.load(ref, mask=m)``), or None when it can:
     TPU interpret mode raises ``NotImplementedError: masked load_p`` (JAX 0.10 to 0.12)."""
-    from jax.experimental.pallas import tpu as pltpu
-
-    if isinstance(interpret, pltpu.InterpretParams):
+    tpu_params = interpret_params_class("tpu")
+    if tpu_params is not None and isinstance(interpret, tpu_params):
         return "TPU interpret mode (JAX 0.12) cannot run a masked load (NotImplementedError: masked load_p)"
     return None
 

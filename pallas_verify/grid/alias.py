@@ -32,8 +32,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from pallas_verify import _jax_compat
 from pallas_verify.grid.points import block_indices
-from pallas_verify.grid.trace import UNWINDOWED_SPACES, BlockOperand, PallasCall
+from pallas_verify.grid.trace import BlockOperand, PallasCall
 
 __all__ = ["ALIAS_HAZARD", "AliasHazard", "alias_hazards", "core_of", "element_boxes"]
 
@@ -95,7 +96,7 @@ def alias_hazards(call: PallasCall, points: np.ndarray,
     found = []
     for i, o in call.aliases:
         source, target = call.inputs[i], call.outputs[o]
-        if source.memory_space in UNWINDOWED_SPACES or target.memory_space in UNWINDOWED_SPACES:
+        if {source.memory_space, target.memory_space} & _jax_compat.UNWINDOWED_SPACES:
             continue  # pl.ANY/HBM operands: the kernel's own DMAs, which no index map describes
         if not all(len(o.element_window) == len(o.array_shape) for o in (source, target)):
             found.append(AliasHazard(kind="skipped", call=call.name, operand=f"{source.name} aliased to {target.name}",

@@ -17,7 +17,6 @@ from pallas_verify.grid.points import block_indices, grid_points
 __all__ = ["BlockOperand", "PallasCall", "block_indices", "grid_mappings", "grid_points"]
 
 _TRANSPARENT = frozenset({"convert_element_type", "copy", "copy_p", "reduce_precision"})
-UNWINDOWED_SPACES = _jax_compat.UNWINDOWED_SPACES
 _UNKNOWN = object()
 
 
@@ -270,7 +269,7 @@ def _operand(bm: _jax_compat.BlockMapping, i: int, num_inputs: int) -> BlockOper
         array_shape=bm.array_shape,
         block_shape=bm.block_shape,
         memory_space=space,
-        windowed=space not in UNWINDOWED_SPACES and not bm.element_dims,
+        windowed=space not in _jax_compat.UNWINDOWED_SPACES and not bm.element_dims,
         index_map=bm.index_map,
         element_dims=bm.element_dims,
         element_window=bm.element_window,
