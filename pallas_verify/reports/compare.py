@@ -95,6 +95,12 @@ class Change:
         return {s.kind for s in self.was} != {s.kind for s in self.now}
 
     @property
+    def differs(self) -> bool:
+        """Whether its verdict differs between the two reports (a cell failing alike in
+        both, with the same finding kinds, does not)."""
+        return self.category != "still failing" or self.kinds_changed
+
+    @property
     def appeared(self) -> tuple[Seen, ...]:
         """Its findings in the new report of a kind the old one did not show there."""
         return tuple(s for s in self.now if s.kind not in {w.kind for w in self.was})
