@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pallas_verify.errors import InvalidArgument
-from pallas_verify.reports.compare import Change
+from pallas_verify.reports.compare import Change, report_cells
 from pallas_verify.reports.compare_text import detail
 from pallas_verify.reports.html_matrix import MATRIX_CSS
 from pallas_verify.reports.matrix import CELL_LABELS
@@ -94,13 +94,8 @@ def _runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
             f"{''.join(rows)}</table>")
 
 
-def _cells(report: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
-    return {(k["name"], column): cell for k in report.get("kernels", ()) if isinstance(k, Mapping)
-            for column, cell in (k.get("results") or {}).items() if isinstance(cell, Mapping)}
-
-
 def _matrix(releases: list[str], reports: Mapping[str, Mapping[str, Any]], changes: Mapping[str, Any]) -> str:
-    cells = {jax: _cells(reports[jax]) for jax in releases}
+    cells = {jax: report_cells(reports[jax]) for jax in releases}
     keys = list(dict.fromkeys(key for jax in releases for key in cells[jax]))
     changed = {key for jax in releases for key in changes.get(jax, {})}
     keys.sort(key=lambda k: k not in changed)  # stable: the changed rows first, each in its report's order
