@@ -54,8 +54,8 @@ def _problem(night: Mapping[str, Any]) -> str | None:
 
 
 def when(stamp: Any) -> str:
-    """``night 2 (2025-06-01 02:00 UTC)`` for a stamp; ``before night 1`` for none (an entry
-    older than the history)."""
+    """``night 2 (2025-06-01 02:00 UTC)`` for a stamp; ``before the nights were counted`` for
+    none (an entry older than the history)."""
     if not isinstance(stamp, Mapping) or not isinstance(stamp.get("night"), int):
         return "before the nights were counted"
     at = str(stamp.get("at", ""))
