@@ -33,6 +33,7 @@ from typing import Any
 
 from pallas_verify.campaigns.fuzzdb import FailureDatabase, Stamp, signature, write_file
 from pallas_verify.findings import Finding
+from pallas_verify.reports.nights_html import status_counts
 from pallas_verify.reports.report import Report
 
 __all__ = ["HISTORY_NIGHTS", "SHOWN_NIGHTS", "STATUSES", "Known", "Night"]
@@ -120,9 +121,7 @@ class Night:
 
     def line(self, section: Mapping[str, Any]) -> str:
         """The terminal's line: ``night 2 of OUT/db: 1 new, 1 still failing, 1 fixed``."""
-        counts = section["counts"]
-        said = [f"{counts[s]} {s}" for s in STATUSES if counts[s] or s != "unchecked"]
-        return f"night {self.number} of {self.db.root.resolve()}: {', '.join(said)}"
+        return f"night {self.number} of {self.db.root.resolve()}: {status_counts(section['counts'])}"
 
     def record(self, report: Report, *, final: bool) -> dict[str, Any]:
         """Tonight's record in the history: per kernel its cells that passed, failed or did

@@ -119,7 +119,7 @@ class Step:
     @property
     def changes(self) -> tuple[Change, ...]:
         """The cells whose verdict differs (a cell failing alike on both is no difference)."""
-        return tuple(c for c in self.comparison.changes if c.category != "still failing" or c.kinds_changed)
+        return tuple(c for c in self.comparison.changes if c.differs)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -35,7 +35,7 @@ from pallas_verify.exits import EXIT_CLEAN, EXIT_FINDINGS
 from pallas_verify.findings import row_for
 
 __all__ = ["CATEGORIES", "FACTS", "Category", "Change", "Comparison", "Fact", "Seen", "classify", "compare_files",
-           "compare_reports", "first_line", "load_report", "report_jax_version"]
+           "compare_reports", "first_line", "load_report", "report_cells", "report_jax_version"]
 
 Category = Literal["new failure", "fixed", "still failing", "new n/a", "n/a gone", "added", "removed",
                    "not comparable"]
@@ -93,6 +93,12 @@ class Change:
     def kinds_changed(self) -> bool:
         """Whether the kinds of its findings differ between the two reports."""
         return {s.kind for s in self.was} != {s.kind for s in self.now}
+
+    @property
+    def differs(self) -> bool:
+        """Whether its verdict differs between the two reports (a cell failing alike in
+        both, with the same finding kinds, does not)."""
+        return self.category != "still failing" or self.kinds_changed
 
     @property
     def appeared(self) -> tuple[Seen, ...]:
@@ -197,7 +203,7 @@ FACTS = ("jax_version", "profile", "seed", "backends", "interrupted", "invalid_s
 def compare_reports(old: Mapping[str, Any], new: Mapping[str, Any], *, old_path: str = "",
                     new_path: str = "") -> Comparison:
     """The comparison of two report dicts (as ``load_report`` reads them)."""
-    before, after = _cells(old), _cells(new)
+    before, after = report_cells(old), report_cells(new)
     changes, unchanged = [], 0
     for key in [*before, *(k for k in after if k not in before)]:
         was, now = before.get(key, {}), after.get(key, {})
@@ -259,8 +265,8 @@ def _not_a_report(data: Any) -> str | None:
     return None
 
 
-def _cells(report: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
-    """Every cell of a report by (kernel, column)."""
+def report_cells(report: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """Every cell of a report (as ``load_report`` reads it) by (kernel, column)."""
     return {(k["name"], column): cell for k in report["kernels"] for column, cell in k.get("results", {}).items()}
 
 

@@ -54,9 +54,7 @@ class Panel:
 class GridPicture:
     """A static finding's grid and blocks, ready to draw (``grid_picture``)."""
 
-    kind: str
     grid: tuple[int, ...]
-    semantics: tuple[str, ...]
     operand: str
     points: tuple[tuple[int, ...], ...]
     block: tuple[int, ...] | None
@@ -112,7 +110,7 @@ def _axes(grid: tuple[int, ...], semantics: tuple[str, ...]) -> str:
                      for d in range(len(grid)))
 
 
-def grid_picture(evidence: Mapping[str, Any], kind: str = "") -> GridPicture | None:
+def grid_picture(evidence: Mapping[str, Any]) -> GridPicture | None:
     """The picture of a static finding's ``evidence``; None when it says too little."""
     grid = _ints(evidence.get("grid"))
     if not grid or any(g <= 0 for g in grid):
@@ -136,8 +134,8 @@ def grid_picture(evidence: Mapping[str, Any], kind: str = "") -> GridPicture | N
     drawn = tuple(panel for panel in panels if panel is not None)
     if not drawn:
         return None
-    return GridPicture(kind=kind, grid=grid, semantics=semantics, operand=operand, points=tuple(points), block=block,
-                       block_counts=counts, panels=drawn)
+    return GridPicture(grid=grid, operand=operand, points=tuple(points), block=block, block_counts=counts,
+                       panels=drawn)
 
 
 def grid_caption(p: GridPicture) -> str:

@@ -57,7 +57,7 @@ def _html_finding(i: int, finding: Finding, night: str = "") -> str:
     if not drawn:
         for label, matrix in blame_maps(finding.evidence):
             parts.append(f"<h3>blame map, {_e(label)}</h3>{heatmap_svg(matrix)}")
-    grid = grid_picture(finding.evidence, finding.kind)
+    grid = grid_picture(finding.evidence)
     if grid is not None:
         parts.append(f"<h3>grid and blocks of {_e(finding.evidence.get('call') or finding.kernel)}</h3>"
                      f'{grid_svg(grid)}<p class="legend">{_e(grid_caption(grid))}</p>')

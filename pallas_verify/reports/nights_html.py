@@ -15,7 +15,7 @@ from typing import Any
 
 from pallas_verify.reports.report import Report
 
-__all__ = ["NIGHTS_CSS", "finding_night", "night_summary", "nights_section", "when"]
+__all__ = ["NIGHTS_CSS", "finding_night", "night_summary", "nights_section", "status_counts", "when"]
 
 NIGHTS_CSS = """
 .b.new{background:#bc4c00;color:#fff}.b.still{background:#cf222e;color:#fff}.b.fixed{background:#1a7f37;color:#fff}
@@ -54,8 +54,8 @@ def _problem(night: Mapping[str, Any]) -> str | None:
 
 
 def when(stamp: Any) -> str:
-    """``night 2 (2025-06-01 02:00 UTC)`` for a stamp; ``before night 1`` for none (an entry
-    older than the history)."""
+    """``night 2 (2025-06-01 02:00 UTC)`` for a stamp; ``before the nights were counted`` for
+    none (an entry older than the history)."""
     if not isinstance(stamp, Mapping) or not isinstance(stamp.get("night"), int):
         return "before the nights were counted"
     at = str(stamp.get("at", ""))
@@ -67,11 +67,15 @@ def _badge(status: str) -> str:
     return f'<span class="b {css}">{_e(words)}</span>'
 
 
+def status_counts(counts: Mapping[str, Any]) -> str:
+    """``1 new, 1 still failing, 1 fixed`` (unchecked only when there are some)."""
+    return ", ".join(f"{counts.get(s, 0)} {s}" for s in _BADGES if counts.get(s) or s != "unchecked")
+
+
 def night_summary(night: Mapping[str, Any]) -> str:
-    """``night 2: 1 new, 1 still failing, 1 fixed`` (unchecked only when there are some)."""
+    """``night 2: 1 new, 1 still failing, 1 fixed`` (``status_counts``)."""
     counts = night.get("counts") if isinstance(night.get("counts"), Mapping) else {}
-    said = [f"{counts.get(s, 0)} {s}" for s in _BADGES if counts.get(s) or s != "unchecked"]
-    return f"night {night.get('night')}: {', '.join(said)}"
+    return f"night {night.get('night')}: {status_counts(counts)}"
 
 
 def finding_night(report: Report, index: int) -> str:

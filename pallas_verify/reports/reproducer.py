@@ -139,7 +139,7 @@ def write_pictures(finding: Finding, stem: Path) -> list[str]:
         path = stem.with_name(stem.name + ("" if i == 0 else "-" + file_stem(drawn.path)) + ".png")
         path.write_bytes(png(drawn))
         paths.append(str(path))
-    grid = grid_picture(finding.evidence, finding.kind)
+    grid = grid_picture(finding.evidence)
     if grid is not None:
         path = stem.with_name(stem.name + ("-grid" if paths else "") + ".png")
         path.write_bytes(grid_png(grid))

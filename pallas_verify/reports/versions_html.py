@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pallas_verify.errors import InvalidArgument
-from pallas_verify.reports.compare import Change
+from pallas_verify.reports.compare import Change, report_cells
 from pallas_verify.reports.compare_text import detail
 from pallas_verify.reports.html_matrix import MATRIX_CSS
 from pallas_verify.reports.matrix import CELL_LABELS
@@ -75,19 +75,9 @@ def _badge(cell: Mapping[str, Any] | None) -> str:
     return f'<span class="b {_e(status)}" title="{_e(reason)}">{_e(label)}</span>'
 
 
-def _changes(data: Mapping[str, Any]) -> dict[str, dict[tuple[str, str], Change]]:
-    """Per release, the changes from the release before it, by (kernel, cell)."""
-    out: dict[str, dict[tuple[str, str], Change]] = {}
-    for step in data["comparisons"]:
-        changes = (Change.from_dict(c) for c in step["changes"])
-        out[str(step["new_jax"])] = {(c.kernel, c.cell): c for c in changes
-                                     if c.category != "still failing" or c.kinds_changed}
-    return out
-
-
-def _cells(report: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
-    return {(k["name"], column): cell for k in report.get("kernels", ()) if isinstance(k, Mapping)
-            for column, cell in (k.get("results") or {}).items() if isinstance(cell, Mapping)}
+def _steps_changes(data: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], list[Change]]]:
+    """Each comparison of ``data`` with its cells whose verdict differs (``Change.differs``)."""
+    return [(step, [c for c in map(Change.from_dict, step["changes"]) if c.differs]) for step in data["comparisons"]]
 
 
 def _runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
@@ -105,7 +95,7 @@ def _runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _matrix(releases: list[str], reports: Mapping[str, Mapping[str, Any]], changes: Mapping[str, Any]) -> str:
-    cells = {jax: _cells(reports[jax]) for jax in releases}
+    cells = {jax: report_cells(reports[jax]) for jax in releases}
     keys = list(dict.fromkeys(key for jax in releases for key in cells[jax]))
     changed = {key for jax in releases for key in changes.get(jax, {})}
     keys.sort(key=lambda k: k not in changed)  # stable: the changed rows first, each in its report's order
@@ -128,10 +118,9 @@ def _matrix(releases: list[str], reports: Mapping[str, Mapping[str, Any]], chang
             "or n/a; green: better, fixed or n/a gone; amber: another change); hover for what changed</p>")
 
 
-def _steps(data: Mapping[str, Any]) -> str:
+def _steps(steps: Sequence[tuple[Mapping[str, Any], list[Change]]]) -> str:
     parts = []
-    for step in data["comparisons"]:
-        changes = [c for c in map(Change.from_dict, step["changes"]) if c.category != "still failing" or c.kinds_changed]
+    for step, changes in steps:
         title = f"jax {_e(step['old_jax'])} &rarr; {_e(step['new_jax'])}"
         if not changes:
             parts.append(f"<h3>{title}</h3><p>The same verdicts ({_e(step.get('unchanged', 0))} cells alike).</p>")
@@ -158,12 +147,14 @@ def versions_page(data: Mapping[str, Any], reports: Mapping[str, Mapping[str, An
     without its cells). InvalidArgument when ``data`` is not a versions.json."""
     runs = _checked(data)
     releases = [str(r["jax"]) for r in runs if str(r["jax"]) in reports]
-    matrix = (_matrix(releases, reports, _changes(data)) if releases
+    steps = _steps_changes(data)
+    by_release = {str(step["new_jax"]): {(c.kernel, c.cell): c for c in changes} for step, changes in steps}
+    matrix = (_matrix(releases, reports, by_release) if releases
               else "<p>No release has a report: nothing to draw.</p>")
     status = data.get("exit_status")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
             f"<style>{_CSS}{MATRIX_CSS}</style></head><body><h1>{_e(title)}</h1>"
             f"<p>{len(runs)} releases, oldest first; exit status {_e('-' if status is None else status)}"
             f"{'; interrupted' if data.get('interrupted') else ''}.</p>{_runs_table(runs)}"
-            f"<h2>kernel x JAX release</h2>{matrix}<h2>what changed between releases</h2>{_steps(data)}"
+            f"<h2>kernel x JAX release</h2>{matrix}<h2>what changed between releases</h2>{_steps(steps)}"
             f"<script>{_SCRIPT}</script></body></html>\n")

@@ -37,7 +37,7 @@ def test_a_race_marks_the_grid_points_that_write_one_block_and_that_block():
                      semantics=("parallel", "parallel"))
     assert race.evidence["grid"] == (4, 2) and race.evidence["block_counts"] == (4, 1)
     assert race.evidence["semantics"] == ("parallel", "parallel")
-    picture = grid_picture(race.evidence, race.kind)
+    picture = grid_picture(race.evidence)
     points, blocks = picture.panels
     assert _marked(points) == [(0, 0), (0, 1)]  # (0, j) for j in 0..1
     assert points.codes.shape == (4, 2) and "(i parallel, j parallel)" in points.title
@@ -49,7 +49,7 @@ def test_a_race_marks_the_grid_points_that_write_one_block_and_that_block():
 
 def test_an_out_of_bounds_block_is_drawn_beyond_the_arrays_blocks():
     [oob] = _static(grid=(4,), out_map=lambda i: (i, 0), in_map=lambda i: (i + 1, 0))
-    picture = grid_picture(oob.evidence, oob.kind)
+    picture = grid_picture(oob.evidence)
     assert picture.outside and oob.evidence["block"] == (4, 0)
     points, blocks = picture.panels
     assert _marked(points) == [(0, 3)]  # the grid point whose index_map gives block (4, 0)
@@ -60,7 +60,7 @@ def test_an_out_of_bounds_block_is_drawn_beyond_the_arrays_blocks():
 def test_the_png_is_the_panels_side_by_side(tmp_path):
     [race] = _static(grid=(4, 2), out_map=lambda i, j: (i, 0), in_map=lambda i, j: (i, 0),
                      semantics=("parallel", "parallel"))
-    data = grid_png(grid_picture(race.evidence, race.kind))
+    data = grid_png(grid_picture(race.evidence))
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
     assert (width, height) == (2 * 8 + 16 + 1 * 8, 4 * 8)
