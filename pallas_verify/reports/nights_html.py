@@ -30,6 +30,10 @@ _BADGES = {"new": ("new", "new tonight"), "still failing": ("still", "still fail
            "unchecked": ("unchecked", "unchecked")}
 
 
+#: The counts a kernel's night in the history holds.
+_COUNTS = ("pass", "fail", "not_run", "examples", "findings")
+
+
 def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
@@ -50,6 +54,11 @@ def _problem(night: Mapping[str, Any]) -> str | None:
     if not isinstance(history, Mapping) or not isinstance(history.get("nights"), list) or not isinstance(
             history.get("kernels"), Mapping):
         return "its 'history' has no 'nights' list or no 'kernels' object"
+    for kernel, cells in history["kernels"].items():
+        for cell in cells if isinstance(cells, list) else ():
+            bad = next((k for k in _COUNTS if isinstance(cell, Mapping) and not isinstance(cell.get(k, 0), int)), None)
+            if bad is not None:
+                return f"its history of {kernel!r} has {bad}={cell[bad]!r}, not a whole number"
     return None
 
 
@@ -103,7 +112,7 @@ def _history_cell(night: Mapping[str, Any], cells: Any) -> str:
     label = when(night)
     if not isinstance(cells, Mapping):
         return f'<td><span class="b none" title="{_e(label)}: not fuzzed">-</span></td>'
-    counts = {k: int(cells.get(k, 0)) for k in ("pass", "fail", "not_run", "examples", "findings")}
+    counts = {k: cells.get(k, 0) for k in _COUNTS}  # whole numbers (_problem)
     title = (f"{label}: {counts['pass']} cells passed, {counts['fail']} failed, {counts['not_run']} did not run; "
              f"{counts['examples']} examples, {counts['findings']} findings")
     if counts["fail"]:

@@ -42,6 +42,8 @@ def test_a_report_without_a_night_draws_none():
     (lambda n: n.pop("counts"), "it has no 'night' number or no 'counts'"),
     (lambda n: n["findings"][0].update(status="gone"), "its 'findings' are not objects each with a 'status' among"),
     (lambda n: n["history"].pop("kernels"), "its 'history' has no 'nights' list or no 'kernels' object"),
+    (lambda n: n["history"]["kernels"]["block_tril"][-1].update({"pass": "x"}),
+     "its history of 'block_tril' has pass='x', not a whole number"),
 ])
 def test_a_night_not_of_the_documented_form_is_said_in_one_line(damage, why):
     report = _pages.fuzz_night_2()
