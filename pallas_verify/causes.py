@@ -18,9 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import HealthCheck, find, settings
 
 from pallas_verify.findings import Finding
+from pallas_verify.profiles import NO_EXPLAIN
 from pallas_verify.spec import KernelSpec
 
 __all__ = ["Knobs", "knobs_needed", "simplest"]
@@ -28,7 +29,7 @@ __all__ = ["Knobs", "knobs_needed", "simplest"]
 # No explain phase: it calls find's condition on random variants of the minimal example, and
 # find returns the last value its condition accepted (a random one), after a few hundred draws.
 _FIND = settings(database=None, max_examples=50, suppress_health_check=list(HealthCheck),
-                 phases=tuple(p for p in Phase if p is not Phase.explain))
+                 phases=NO_EXPLAIN)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, settings
 
 from pallas_verify import choices
 
-__all__ = ["PROFILES", "profile_settings", "suite_settings"]
+__all__ = ["NO_EXPLAIN", "PROFILES", "profile_settings", "suite_settings"]
 
 # Every search: kernels are slow to trace and their inputs large.
 _SEARCH: dict[str, Any] = {
@@ -23,12 +23,15 @@ _SEARCH: dict[str, Any] = {
 }
 # Per profile: how many examples, and whether they are the same every run (choices.py).
 _BUDGETS: dict[str, dict[str, Any]] = {name: budget for name, (_, budget) in choices.PROFILES.items()}
+#: Every Hypothesis phase but explain, which after shrinking reruns the test on random
+#: variants of the minimal failing example to say which parts of it matter.
+NO_EXPLAIN = tuple(p for p in Phase if p is not Phase.explain)
 # The engine's searches only. No explain phase: after shrinking, it reruns the test on
 # random variants of the minimal failing example to say which parts of it matter, a kernel
 # run each, until the shrink budget is spent; the engine reports its findings itself and
 # never shows that explanation.
 _ENGINE: dict[str, Any] = {"verbosity": Verbosity.quiet, "report_multiple_bugs": True,
-                           "phases": tuple(p for p in Phase if p is not Phase.explain)}
+                           "phases": NO_EXPLAIN}
 
 PROFILES: dict[str, settings] = {name: settings(**budget, **_SEARCH, **_ENGINE) for name, budget in _BUDGETS.items()}
 
