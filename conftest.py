@@ -52,8 +52,6 @@ def pytest_ignore_collect(collection_path, config):
 
 
 def pytest_collection_modifyitems(config, items):
-    import pytest
-
     missing = None
     if any(item.get_closest_marker("gpu_interpret") for item in items):
         from pallas_verify.backends.interpreters import GpuInterpret
@@ -69,26 +67,22 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
-
 class _LoadGroups:
     """``--dist loadgroup`` sends the tests of one ``xdist_group`` (one Ray cluster, one Redis
-    server, one shared search) to one worker by a ``@group`` suffix on their node ids; pytest
-    9 derives the node id from ``item._id``, so the suffix xdist 3.8 sets (``item._nodeid``)
-    is lost and each group is split over the workers. This sets it where pytest reads it,
-    after xdist's own hook (and not twice, should xdist set it there itself)."""
+    server, one shared search) to one worker by the ``@group`` suffix xdist puts on their node
+    ids. xdist 3.8 writes the suffixed id to ``item._nodeid``, which pytest 9 no longer reads
+    (it derives the node id from ``item._id``), so each group was split over the workers.
+    After xdist's own hook, this carries xdist's id over to where pytest reads it; where the
+    two agree (pytest 8, or an xdist that sets ``_id`` itself) it changes nothing."""
 
     @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, config, items):
-        if not getattr(config.option, "loadgroup", False):
-            return
-        from _pytest.nodeid import NodeId
-
+    def pytest_collection_modifyitems(self, items):
         for item in items:
-            groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                             for m in item.iter_markers("xdist_group")})
-            suffix = "@" + "_".join(groups)
-            if groups and hasattr(item, "_id") and not item.nodeid.endswith(suffix):
-                item._id = NodeId.parse(item.nodeid + suffix)
+            grouped = vars(item).get("_nodeid")
+            if grouped is not None and grouped != item.nodeid:
+                from _pytest.nodeid import NodeId  # pytest 9's; only pytest 9 gets here
+
+                item._id = NodeId.parse(grouped)
 
 
 def pytest_configure(config):

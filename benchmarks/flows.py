@@ -123,13 +123,17 @@ class Flow:
 def trace(carries: Callable[[Any], bool], call: Callable[[], Any], *, held: bool = True) -> Flow:
     """Run ``call`` with the calls carrying a value ``carries`` accepts recorded (``held``:
     also as an attribute of an argument)."""
-    flow = Flow(carries, held=held)
-    sys.setprofile(flow.profile)
+    return _profiled(Flow(carries, held=held), call)
+
+
+def _profiled(profiler: Any, call: Callable[[], Any]) -> Any:
+    """Run ``call`` with ``profiler.profile`` as the profile function; ``profiler``."""
+    sys.setprofile(profiler.profile)
     try:
         call()
     finally:
         sys.setprofile(None)
-    return flow
+    return profiler
 
 
 def verify_flow(out: Path, held: bool = True) -> Flow:
@@ -180,14 +184,8 @@ def seam_flow(out: Path, held: bool = True) -> Seam:
     from pallas_verify.loader import load_spec
 
     spec = load_spec(SPEC_REF)
-    seam = Seam()
-    sys.setprofile(seam.profile)
-    try:
-        verify(spec, ["interpret", "tpu_interpret"], max_examples=2, seed=1, isolate="never", out_dir=out / "seam",
-               shrink_budget_s=5.0)
-    finally:
-        sys.setprofile(None)
-    return seam
+    return _profiled(Seam(), lambda: verify(spec, ["interpret", "tpu_interpret"], max_examples=2, seed=1,
+                                            isolate="never", out_dir=out / "seam", shrink_budget_s=5.0))
 
 
 class Inline:

@@ -197,7 +197,10 @@ def test_main_writes_the_results_file_with_each_sections_headline_keys(tmp_path:
 def test_each_section_runs_at_the_tiny_scale_and_lifts_its_headline_keys(name: str) -> None:
     results = run.run("tiny", (name,))
     _, lifted = run.SECTIONS[name]
-    assert [key for key in lifted if key not in results] == []
+    # each from the section itself (run lifts a key it lacks as None); the cluster's nights
+    # only where a Redis server runs
+    skipped = ("night1_find_s", "night2_refind_s") if "night2_skipped" in results[name] else ()
+    assert [key for key in lifted if key not in results[name] and key not in skipped] == []
     if name == "compiles":
         repeated = results["compiles"]["metamorphic"]["repeat_compiled"]
         assert "jit(ragged_add)" not in repeated, f"a rerun of a (config, mode) seen before compiled the kernel: {repeated}"

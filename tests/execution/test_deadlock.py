@@ -40,6 +40,16 @@ def test_first_case_gets_the_allowance_then_a_multiple_of_the_slowest_with_a_flo
     assert CaseLimit(ceiling=2.0).idle_after() == 2.0  # never past the user's limit
 
 
+def test_a_case_whose_worker_starts_for_it_gets_at_least_the_first_case_allowance():
+    limit = CaseLimit(ceiling=120.0, first_case_s=15.0, floor_s=5.0, factor=5.0)
+    limit.record(0.2, finished=True)
+    assert (limit.idle_after(), limit.idle_after(fresh=True)) == (5.0, 15.0)
+    assert "first-case allowance of 15 s (its worker process started for it)" in limit.describe(fresh=True)
+    limit.record(4.0, finished=True)
+    assert limit.idle_after(fresh=True) == 20.0 and "4.00 s" in limit.describe(fresh=True)  # the pace, when longer
+    assert CaseLimit(ceiling=2.0).idle_after(fresh=True) == 2.0
+
+
 @pytest.mark.parametrize("mode", [{}, {"num_cores_or_threads": 2}, {"dma_execution_mode": "on_wait"}],
                          ids=["1core", "2cores", "on_wait"])
 def test_deadlocked_double_buffer_fails_with_the_waiting_semaphore_named(mode):

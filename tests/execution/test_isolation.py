@@ -12,6 +12,7 @@ import pytest
 from pallas_verify.case import Case
 from pallas_verify.execution import isolation
 from pallas_verify.execution.isolation import Worker
+from pallas_verify.execution.sandbox import compiler_slot
 
 SPECS = Path(__file__).with_name("_worker_specs.py")
 X = np.arange(8, dtype=np.float32)
@@ -119,3 +120,12 @@ def test_close_stops_the_process_and_a_closed_worker_starts_again_on_demand():
         assert _pid(_run(worker, "pid")) != first
     finally:
         worker.close()
+
+
+def test_a_compiler_familys_compile_only_targets_share_a_worker_and_each_mosaic_gpu_target_has_its_own():
+    from pallas_verify.backends.compiled import compile_backends
+
+    slots = {b.name: compiler_slot(b) for b in compile_backends() if not b.executes}  # a real chip: its own
+    assert {slot for name, slot in slots.items() if name.startswith("mosaic_tpu:")} == {"mosaic_tpu"}
+    assert {slot for name, slot in slots.items() if name.startswith("triton:")} == {"triton"}
+    assert all(slot == name for name, slot in slots.items() if name.startswith("mosaic_gpu:"))

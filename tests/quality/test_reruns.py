@@ -11,7 +11,6 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import Phase, find, settings
 
 from pallas_verify.backends import registry
 from pallas_verify.backends.interpreters import TpuInterpret
@@ -86,9 +85,9 @@ def test_a_clean_example_costs_one_rerun_that_carries_every_change_due():
     rerun ride in one rerun: two runs (two compiles) per clean example, not five."""
     from reference_kernels.reductions import ROW_SUM as twin
 
-    config = find(twin.configs, lambda c: any(s == "parallel" and n > 1  # grid_order and race apply
-                                              for s, n in zip(c["dimension_semantics"], c["grid"], strict=True)),
-                  settings=settings(database=None, phases=[p for p in Phase if p is not Phase.explain]))
+    config = simplest(twin.configs.filter(lambda c: any(s == "parallel" and n > 1  # grid_order and race apply
+                                                        for s, n in zip(c["dimension_semantics"], c["grid"],
+                                                                        strict=True))))
     inputs = tuple(simplest(twin.inputs(config)))
     backend = _Counting()
     base = {**HIDING, "detect_races": True, "uninitialized_memory": "nan", "dma_execution_mode": "on_wait"}
