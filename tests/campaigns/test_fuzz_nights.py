@@ -4,14 +4,14 @@ says which is which, when each was first and last seen, and each kernel's two ni
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from tests.campaigns.test_fuzz import BUGGY, _run
+
+pytestmark = pytest.mark.xdist_group("fuzz_nights")  # one worker runs the nights once for all
 
 # kernel -> its index_map's shift on night 1 and on night 2 (1: reads the next block, a bug)
 SHIFTS = {"still_broken": (1, 1), "fixed_by_night_2": (1, 0), "broken_on_night_2": (0, 1)}
@@ -28,28 +28,16 @@ def _write_specs(folder: Path, night: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def two_nights(tmp_path_factory) -> tuple[Path, list[str]]:
-    """The output folder after the two nights, and what each night printed: run once per
-    test session, also when the tests reading it run on two xdist workers (the first to
-    ask runs the nights under a lock in the session's temporary folder; the other waits and
-    reads them)."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the session's, above each worker's own
-    folder, record = root / "fuzz_nights", root / "fuzz_nights.json"
-    with open(root / "fuzz_nights.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not record.exists():
-            folder.mkdir(exist_ok=True)
-            said = []
-            for night in (1, 2):
-                files = _write_specs(folder, night)
-                done = _run(["fuzz", *files, "--backends", "interpret", "--budget", "240s", "--workers", "1",
-                             "--slice-examples", "2", "--max-slices", "3", "--out", "out", "--seed", str(night)],
-                            folder, 420)
-                assert done.returncode == 1, done.stderr
-                said.append(done.stderr)
-            record.write_text(json.dumps(said))
-    return folder / "out", json.loads(record.read_text())
+    """The output folder after the two nights, and what each night printed (run once: the
+    module's tests share an xdist group, so one worker runs them all)."""
+    folder, said = tmp_path_factory.mktemp("fuzz_nights"), []
+    for night in (1, 2):
+        files = _write_specs(folder, night)
+        done = _run(["fuzz", *files, "--backends", "interpret", "--budget", "240s", "--workers", "1",
+                     "--slice-examples", "2", "--max-slices", "3", "--out", "out", "--seed", str(night)], folder, 420)
+        assert done.returncode == 1, done.stderr
+        said.append(done.stderr)
+    return folder / "out", said
 
 
 @pytest.mark.slow
