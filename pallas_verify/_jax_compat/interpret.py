@@ -149,13 +149,22 @@ def tpu_target(device_kind: str = TPU_DEVICE_KIND, num_cores: int = 1) -> Iterat
 
 
 def reset_interpreters() -> None:
-    """Clear interpreter state left behind by a failed run, so the next run is clean."""
+    """Clear interpreter state left behind by a failed run, so the next run is clean.
+
+    TPU interpret mode orders its callbacks with JAX's runtime token. A run that failed
+    after dispatch leaves its error in that token, and ``jax.effects_barrier`` raises it
+    without forgetting it: every later computation with an ordered effect would then
+    fail with the old run's error, charged to a kernel that never raised it.
+    """
     import jax
+    from jax._src import dispatch
     from jax._src.pallas.mosaic_gpu.interpret import interpret_pallas_call as gi
     from jax.experimental.pallas import tpu as pltpu
 
-    with contextlib.suppress(Exception):
+    try:
         jax.effects_barrier()
+    except Exception:  # the failed run's own error, already recorded by the caller
+        dispatch.runtime_tokens.clear()
     pltpu.reset_tpu_interpret_mode_state()
     gi.reset_gpu_interpret_mode_state()
 
