@@ -71,6 +71,6 @@ TAIL_WINDOWS = pv.KernelSpec(
     inputs=lambda config: array_tuples((config["shift"] + (config["blocks"] - 1) * ROWS + config["over"], COLS)),
     platforms=("tpu",),
     features=("masked_load", "masked_store", "dynamic_slice", "ragged"),
-    unsupported={"tpu_interpret": "TPU interpret mode (JAX 0.12) cannot run a masked load "
+    unsupported={"tpu_interpret": "TPU interpret mode (JAX 0.10 to 0.12) cannot run a masked load "
                                   "(NotImplementedError: masked load_p)"},
 )

@@ -112,7 +112,7 @@ def masked_load_unsupported(interpret: Any) -> str | None:
     TPU interpret mode raises ``NotImplementedError: masked load_p`` (JAX 0.10 to 0.12)."""
     tpu_params = interpret_params_class("tpu")
     if tpu_params is not None and isinstance(interpret, tpu_params):
-        return "TPU interpret mode (JAX 0.12) cannot run a masked load (NotImplementedError: masked load_p)"
+        return "TPU interpret mode (JAX 0.10 to 0.12) cannot run a masked load (NotImplementedError: masked load_p)"
     return None
 
 
