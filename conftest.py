@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 
 from pallas_verify._env import COMPILE_CACHE_ENV, configure
+from pallas_verify.passes import PASS_CACHE_ENV
 
 configure()  # before anything imports jax
-# The project's own tests compile everything anew: no persistent compilation cache, in this
-# process or in any process a test starts, unless a test turns it on itself.
+# The project's own tests compile and search everything anew: no persistent compilation
+# cache and no kept passes, in this process or in any process a test starts, unless a test
+# turns them on itself.
 os.environ[COMPILE_CACHE_ENV] = "off"
+os.environ[PASS_CACHE_ENV] = "off"
 
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402

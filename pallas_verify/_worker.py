@@ -44,6 +44,11 @@ def _serve(parent: Channel) -> None:
         if request.get("task") == "import":  # a spec file imported here first (execution.imports)
             parent.send(import_answer(request["ref"]))
             continue
+        if request.get("task") == "modules":  # the files this process has loaded (passes.keep)
+            from pallas_verify.passes import loaded_files
+
+            parent.send(loaded_files())
+            continue
         try:
             spec = specs.get(request["spec"]) or specs.setdefault(request["spec"], load_spec(request["spec"]))
             if "task" in request:  # tracing for the static check or blame (pallas_verify.tracer)

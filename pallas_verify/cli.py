@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pallas_verify import passes
 from pallas_verify._env import configure, disable_compile_cache
 from pallas_verify.choices import PROFILES, run_seed
 from pallas_verify.cli_args import parser
@@ -25,6 +26,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if getattr(args, "no_compile_cache", False):
         disable_compile_cache()  # here and in every worker this run starts
+    if getattr(args, "no_pass_cache", False):
+        passes.disable()
     from pallas_verify.errors import PallasVerifyError
 
     try:
@@ -99,6 +102,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         profile_settings(args.profile)
     seed = run_seed(args.seed, args.profile)
     out, json_path = _verify_outputs(args)  # before any work: a run must not end unable to write
+    key = _pass_key(args, seed)
+    kept = passes.reuse(key)
+    if kept is not None:  # the same seeded run of these very files passed: nothing to search
+        return _kept_end(kept, out, json_path)
     imported = _start_import(args.target, args.timeout)  # the workers start while this process loads the engine
     from pallas_verify._jax_compat import compile_cache
     from pallas_verify.engine import verify
@@ -132,7 +139,39 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                 break
     live.close()
     report.interrupted = stopped is not None
+    if stopped is None:
+        passes.keep(key, report, _files_read())
     return _verify_end(report, out, json_path, stopped)
+
+
+def _pass_key(args: argparse.Namespace, seed: int) -> passes.Key | None:
+    """The key a pass of this run is kept under; None when the run draws examples no later
+    run repeats (a fresh seed: neither ``--seed`` nor a deterministic profile)."""
+    if args.seed is None and not PROFILES[args.profile][1].get("derandomize"):
+        return None
+    where = args.target.split("::")[0]
+    options = {"backends": args.backends, "max_examples": args.max_examples, "seed": seed, "profile": args.profile,
+               "timeout": args.timeout, "shrink_budget": args.shrink_budget,
+               "file": str(Path(where).resolve()) if where.endswith(".py") else None}
+    return passes.Key.of("verify", args.target, options)
+
+
+def _files_read() -> list[str] | None:
+    """The module files this run loaded, here and in its workers (None: a worker did not say)."""
+    from pallas_verify.execution.isolation import shared_workers_files
+
+    workers = shared_workers_files()
+    return None if workers is None else passes.loaded_files() + workers
+
+
+def _kept_end(kept: passes.Kept, out: Path, json_path: Path | None) -> int:
+    """A kept pass's report, said to be one, written and summed up like a searched one."""
+    report = kept.as_report()
+    for gap in report.jax_gaps:
+        print(f"pallas-verify: {gap}", flush=True)
+    print(f"pallas-verify verify: seed={report.seed} (rerun this search with --seed {report.seed})")
+    print(f"pallas-verify verify: {kept.note()} (--no-pass-cache searches again)", flush=True)
+    return _verify_end(report, out, json_path, None)
 
 
 def _verify_outputs(args: argparse.Namespace) -> tuple[Path, Path | None]:

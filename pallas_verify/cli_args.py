@@ -22,6 +22,10 @@ def parser() -> argparse.ArgumentParser:
     verify.add_argument("--profile", default="dev", help=_profile_help())
     verify.add_argument("--json", default=None, metavar="PATH", help="write the JSON report here")
     _compile_cache(verify)
+    verify.add_argument("--no-pass-cache", action="store_true",
+                        help="search even when the same seeded run of the same files passed before (by default "
+                             "such a pass is kept in the user's cache folder and its verdict reused; "
+                             "PALLAS_VERIFY_PASS_CACHE=off does the same as this flag, =DIR keeps them in DIR)")
     sub.add_parser("backends", help="list every backend and whether it is available here")
     _fuzz_parser(sub)
     replay = sub.add_parser("replay", help="re-run every finding of a JSON report through its reproducer")

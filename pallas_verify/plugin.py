@@ -32,6 +32,7 @@ from pallas_verify.testing import DEFAULT_BACKENDS, KernelFindingsError, PluginO
 kernel_test = testing.kernel_test
 
 if TYPE_CHECKING:
+    from pallas_verify import passes
     from pallas_verify.reports.report import Report
     from pallas_verify.spec import KernelSpec
 
@@ -44,6 +45,7 @@ _STARTED = pytest.StashKey[float]()
 _WRITTEN = pytest.StashKey[dict]()
 _RECORDER = pytest.StashKey[object]()
 _PARTS = ".parts"
+_KEPT_PROPERTY = "pallas_verify_kept_pass"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -63,6 +65,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="time spent shrinking a failure to its minimal config, per backend (default 60)")
     group.addoption("--pv-isolate", default="auto", metavar="|".join(ISOLATE),
                     help="where cases run: " + describe(ISOLATE))
+    group.addoption("--pv-no-pass-cache", action="store_true", default=False,
+                    help="search even when the same seeded run of the same files passed before (by default "
+                         "such a pass is kept in the user's cache folder and its verdict reused; "
+                         "PALLAS_VERIFY_PASS_CACHE=off does the same)")
     group.addoption("--pv-no-compile-cache", action="store_true", default=False,
                     help="compile everything anew and keep nothing (by default the interpreters' and the "
                          "references' compiles are kept in the user's cache folder, ~/.cache/pallas-verify, "
@@ -150,6 +156,10 @@ def pytest_configure(config: pytest.Config) -> None:
     configure()  # before any hook imports jax
     if config.getoption("--pv-no-compile-cache"):
         disable_compile_cache()  # here and in every worker the session starts
+    if config.getoption("--pv-no-pass-cache"):
+        from pallas_verify import passes
+
+        passes.disable()  # here and in every worker the session starts
     options = _options(config)
     config.stash[_OPTIONS] = options
     config.addinivalue_line("markers", "pallas_verify: a KernelSpec test collected by pallas-verify")
@@ -214,16 +224,42 @@ class KernelItem(pytest.Item):
     def __init__(self, *, spec: KernelSpec, backend: str, line: int = 0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.spec, self.backend, self.line = spec, backend, line
+        # Its pass's key and its kept pass, looked up once collected (before any search
+        # changes the process: the key is that of every run's same point).
+        self.key: passes.Key | None = None
+        self.kept: passes.Kept | None = None
         self.add_marker("pallas_verify")
         self.skip = _registry().skip_reason(spec, _registry().get(backend))
         if self.skip is not None:
             why = self.skip.reason if self.skip.status == "skipped" else f"{self.skip.status}: {self.skip.reason}"
             self.add_marker(pytest.mark.skip(reason=why))
 
+    def pass_key(self) -> passes.Key | None:
+        """The key this item's pass is kept under; None when its search is not seeded the
+        same way every run (neither ``--pv-seed`` nor a deterministic profile)."""
+        from pallas_verify import passes
+
+        o = self.config.stash[_OPTIONS]
+        if self.config.getoption("--pv-seed") is None and not PROFILES[o.profile][1].get("derandomize"):
+            return None
+        options = {"backend": self.backend, "max_examples": o.max_examples, "seed": o.seed, "profile": o.profile,
+                   "timeout": o.timeout_s, "shrink_budget": o.shrink_budget_s, "isolate": o.isolate}
+        return passes.Key.of("plugin", f"{self.path}::{self.spec.name}", options)
+
     def runtest(self) -> None:
-        options = self.config.stash[_OPTIONS]
-        report = verify_with(self.spec, (self.backend,), options)
+        from pallas_verify import passes
+
+        if self.kept is not None:  # the same seeded search of these very files passed: nothing to search
+            report = self.kept.as_report()
+            self.user_properties.append((_KEPT_PROPERTY, self.kept.at))  # reaches xdist's controller
+        else:
+            report = verify_with(self.spec, (self.backend,), self.config.stash[_OPTIONS])
         _record(self.config, report)
+        if self.kept is None and passes.keepable(report):
+            from pallas_verify.execution.isolation import shared_workers_files
+
+            workers = shared_workers_files()
+            passes.keep(self.key, report, None if workers is None else passes.loaded_files() + workers)
         if report.findings:
             raise KernelFindingsError(report)
         result = next((r for r in report.results if r.backend == self.backend), None)
@@ -281,7 +317,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     for item in kernels:
         if item.skip is not None:
             _record_skip(session.config, item)
-    if not session.config.option.collectonly and any(item.skip is None for item in kernels):
+        elif not session.config.option.collectonly:
+            from pallas_verify import passes
+
+            item.key = item.pass_key()
+            item.kept = passes.reuse(item.key)
+    if not session.config.option.collectonly and any(item.skip is None and item.kept is None for item in kernels):
         testing.prestart(session.config.stash[_OPTIONS])
 
 
@@ -318,6 +359,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     paths = config.stash.get(_WRITTEN, None)
     if paths:
         terminalreporter.write_line(f"pallas-verify report: {paths['html']} (JSON: {paths['json']})")
+    kept = sum(any(name == _KEPT_PROPERTY for name, _ in getattr(test, "user_properties", ()))
+               for test in terminalreporter.stats.get("passed", ()))
+    if kept and not _is_worker(config):
+        terminalreporter.write_line(f"pallas-verify: {kept} passed as kept passes: the same seeded search of these "
+                                    "very files passed before, nothing was searched (--pv-no-pass-cache searches)")
     if _REPORT in config.stash and not _is_worker(config):
         from pallas_verify.reports.report import unsanitized
 

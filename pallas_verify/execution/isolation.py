@@ -20,7 +20,7 @@ from typing import Any
 from pallas_verify.case import Case, Outcome
 from pallas_verify.execution.process import Child
 
-__all__ = ["PARALLEL_RUNS_ENV", "Pending", "Worker", "shared_worker", "static_tracer_slot"]
+__all__ = ["PARALLEL_RUNS_ENV", "Pending", "Worker", "shared_worker", "shared_workers_files", "static_tracer_slot"]
 
 #: How many runs share this host's cores, set by an executor in its worker processes
 #: (pytest-xdist says it in PYTEST_XDIST_WORKER_COUNT).
@@ -55,6 +55,11 @@ class Worker:
     def pid(self) -> int | None:
         """The worker process's id, None while none runs."""
         return None if self._child is None else self._child.pid
+
+    @property
+    def running(self) -> bool:
+        """Whether the worker process is started and alive."""
+        return self._child is not None and self._child.alive()
 
     def run(self, spec_ref: str, case: Case, *, timeout_s: float | None = None,
             idle_after_s: float | None = None) -> Outcome:
@@ -150,6 +155,22 @@ def shared_worker(slot: str) -> Worker:
         if len(_SHARED) == 1:
             atexit.register(_close_shared)
     return _SHARED[slot]
+
+
+def shared_workers_files(timeout_s: float = 30.0) -> list[str] | None:
+    """The module files loaded in the shared workers now running (a kept pass's files,
+    ``passes.keep``); None when one of them is gone or does not answer."""
+    files: list[str] = []
+    for worker in _SHARED.values():
+        if worker.pid is None:
+            continue
+        if not worker.running:
+            return None
+        answer = worker.collect(worker.submit({"task": "modules"}), timeout_s=timeout_s)
+        if not isinstance(answer, list):
+            return None
+        files += answer
+    return files
 
 
 def static_tracer_slot() -> str:

@@ -158,6 +158,8 @@ class Report:
         self.invalid.extend(other.invalid)
         self.jax_gaps.extend(g for g in other.jax_gaps if g not in self.jax_gaps)
         self.seconds += other.seconds
+        if other.run.get("kept"):  # the kept passes among its cells (pallas_verify.passes)
+            self.run["kept"] = [*self.run.get("kept", []), *other.run["kept"]]
 
     def to_dict(self) -> dict[str, Any]:
         kernels = []

@@ -154,3 +154,23 @@ def test_compiles_are_kept_across_sessions_unless_told_not_to(pytester, spec_fil
     pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
     kept = {p.name.split("-")[0] for p in (tmp_path / "kept").rglob("jit_*-cache")}
     assert {"jit_kernel", "jit_reference"} <= kept  # the kernel's (in the worker), the reference's (here)
+
+
+def test_a_seeded_pass_is_kept_and_reused_until_a_file_changes(pytester, spec_file, spec_line, monkeypatch, tmp_path):
+    from pallas_verify.passes import PASS_CACHE_ENV
+
+    spec_file(spec_line("DOUBLE", "double"))
+    monkeypatch.setenv(PASS_CACHE_ENV, str(tmp_path / "passes"))
+    args = ("--pv-max-examples", "1", "--pv-backends", "interpret", "--pv-profile", "ci", "-p", "no:cacheprovider")
+    kept = "pallas-verify: 1 passed as kept passes*"
+    first = pytester.runpytest_subprocess(*args)
+    first.assert_outcomes(passed=1)
+    assert "kept passes" not in first.stdout.str()
+    again = pytester.runpytest_subprocess(*args, "--pv-report", "rep")
+    again.assert_outcomes(passed=1)
+    again.stdout.fnmatch_lines([kept])
+    [kept] = json.loads((pytester.path / "rep" / "report.json").read_text())["run"]["kept"]
+    assert kept["kernels"] == ["double"] and kept["backends"] == ["interpret"]
+    assert "kept passes" not in pytester.runpytest_subprocess(*args, "--pv-no-pass-cache").stdout.str()
+    spec_file(spec_line("SHIFTED", "double_shifted", shift=1))  # the test module edited: a bug planted
+    pytester.runpytest_subprocess(*args).assert_outcomes(failed=1)
