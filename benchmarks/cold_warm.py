@@ -8,8 +8,11 @@ each interpreter (``interpret``, ``tpu_interpret``), with the ``ci`` profile's e
   on a module holding the spec, through the plugin (``plugin``), against ``pytest`` on a
   hand-written Hypothesis test of the same examples (``benchmarks.handwritten``: the
   kernel jitted under the interpreter, the reference jitted, ``assert_allclose``). *Cold*:
-  an empty persistent compilation cache (a folder of its own per kernel, backend and
-  front end); *warm*: the same command again, reading back what the cold run kept.
+  an empty persistent compilation cache and no kept pass (folders of their own per
+  kernel, backend and front end); *warm*: the same command again, which reuses the pass
+  the cold run kept (``pallas_verify.passes``: the same seeded run of the same files);
+  *warm, searched*: the same command once more with kept passes off, searching again
+  on the compiles the cold run kept.
 - **in process**: ``engine.verify`` in this process (its workers started and warmed on
   another kernel first, as ``clean_pass`` does), against the same hand-written steps in
   this process (``clean_pass``'s bare run, the persistent cache paused for it). *Cold*:
@@ -52,7 +55,10 @@ KERNELS: tuple[tuple[str, str], ...] = (
     ("reference_kernels.upstream.tests_tpu_ops", "JT_SWITCH"),
 )
 #: The commands' results: (front end, temperature) -> ratio key.
-RUNS = (("cli", "cold"), ("cli", "warm"), ("plugin", "cold"), ("plugin", "warm"))
+RUNS = (("cli", "cold"), ("cli", "warm"), ("cli", "warm_searched"),
+        ("plugin", "cold"), ("plugin", "warm"), ("plugin", "warm_searched"))
+#: The temperatures in the order each front end's commands run, and whether passes are kept.
+_TEMPERATURES = (("cold", True), ("warm", True), ("warm_searched", False))
 _PLUGIN_TEST = "from {module} import {name} as SPEC  # noqa: F401\n"
 
 
@@ -96,6 +102,9 @@ def whole_commands(folder: Path, specs: Path, index: int, backend: str, examples
     and their ratios to the hand-written test's (``ratios``: wall; ``cpu_ratios``: the
     CPU time of the command and of every process it started). ``pythonpath``: where the
     pallas-verify commands import it from (default ours)."""
+    from pallas_verify._env import COMPILE_CACHE_ENV
+    from pallas_verify.passes import PASS_CACHE_ENV
+
     env = _environment(pythonpath)
     commands = _commands(folder, specs, index, backend, examples)
     samples: dict[str, list[tuple[float, float]]] = {"hand": [], **{f"{f}_{t}": [] for f, t in RUNS}}
@@ -103,9 +112,10 @@ def whole_commands(folder: Path, specs: Path, index: int, backend: str, examples
         samples["hand"].append(_timed(hand_command(hand), folder, _environment(None)))
         for front in ("cli", "plugin"):
             cache = folder / f"cache-{index}-{backend}-{front}-{r}"
-            for temperature in ("cold", "warm"):
+            for temperature, kept in _TEMPERATURES:
                 samples[f"{front}_{temperature}"].append(
-                    _timed(commands[front], folder, {**env, "PALLAS_VERIFY_COMPILE_CACHE": str(cache)}))
+                    _timed(commands[front], folder, {**env, COMPILE_CACHE_ENV: str(cache),
+                                                     PASS_CACHE_ENV: str(cache / "passes") if kept else "off"}))
     seconds = {k: statistics.median(w for w, _ in v) for k, v in samples.items()}
     cpu = {k: statistics.median(c for _, c in v) for k, v in samples.items()}
     return {"seconds": seconds, "cpu_seconds": cpu,
@@ -243,7 +253,7 @@ def measure(*, examples: int, kernels: tuple[tuple[str, str], ...], backends: tu
                            "commands_cpu": _summary(cells, "commands", tuple(f"{f}_{t}" for f, t in RUNS), "cpu_ratios"),
                            "in_process": process_summary}
     for backend in backends:
-        for key in ("cli_cold", "cli_warm", "plugin_cold", "plugin_warm"):
+        for key in (f"{f}_{t}" for f, t in RUNS):
             figure = commands_summary.get(f"{backend}_{key}")
             out[f"{key}_ratio_{backend}"] = figure["median"] if figure else None
             out[f"{key}_ratio_{backend}_worst"] = figure["worst"] if figure else None

@@ -211,7 +211,8 @@ SECTIONS: dict[str, tuple[Callable[[Scale], dict[str, Any]], tuple[str, ...]]] =
     "cost": (_cost, ("recommended_max_grid_points",)),
     "clean_pass": (_clean_pass, ("clean_pass_ratio_interpret", "clean_pass_ratio_tpu_interpret")),
     "cold_warm": (_cold_warm, tuple(f"{key}_ratio_{backend}{worst}" for backend in ("interpret", "tpu_interpret")
-                                    for key in ("cli_cold", "cli_warm", "plugin_cold", "plugin_warm")
+                                    for key in ("cli_cold", "cli_warm", "cli_warm_searched", "plugin_cold",
+                                                "plugin_warm", "plugin_warm_searched")
                                     for worst in ("", "_worst"))
                   + tuple(f"in_process_{key}_ratio_{backend}" for backend in ("interpret", "tpu_interpret")
                           for key in ("cold", "warm"))),
@@ -260,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
 
     configure()  # before anything imports jax: CPU-first when no accelerator is attached
     disable_compile_cache()  # every section measures cold compiles; the verdict section places its own caches
+    from pallas_verify.passes import disable as disable_kept_passes
+
+    disable_kept_passes()  # every section searches: a pass kept by an earlier bench run is never reused
     results = run(args.scale, sections)
     from benchmarks.table import render
 

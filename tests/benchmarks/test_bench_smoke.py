@@ -103,9 +103,10 @@ def test_cold_warm_structure() -> None:
     [cell] = result["cells"]
     assert cell["kernel"] == "ragged_add" and cell["backend"] == "interpret" and cell["examples"] >= 1
     assert all(_positive(v) for v in cell["in_process"]["seconds"].values())
-    assert set(cell["commands"]["seconds"]) == {"hand", "cli_cold", "cli_warm", "plugin_cold", "plugin_warm"}
+    runs = ("cli_cold", "cli_warm", "cli_warm_searched", "plugin_cold", "plugin_warm", "plugin_warm_searched")
+    assert set(cell["commands"]["seconds"]) == {"hand", *runs}
     assert all(_positive(v) for v in [*cell["commands"]["seconds"].values(), *cell["commands"]["cpu_seconds"].values()])
-    for key in ("cli_cold", "cli_warm", "plugin_cold", "plugin_warm"):
+    for key in runs:
         assert result[f"{key}_ratio_interpret"] == result[f"{key}_ratio_interpret_worst"] == cell["commands"]["ratios"][key]
     assert _positive(result["in_process_warm_ratio_interpret"])
     assert "cli_cold_ratio_tpu_interpret" not in result  # that backend was not asked for
