@@ -22,6 +22,12 @@ def _ready() -> None:
     from pallas_verify._jax_compat import compile_cache
 
     compile_cache.enable()
+    preload()
+
+
+def preload() -> None:
+    """The imports every case and trace needs: a worker's first work, and a front end's
+    before it starts its workers, which are then forks that have them (``execution.forked``)."""
     import jax.experimental.pallas  # noqa: F401
 
     import pallas_verify.backends.registry
@@ -81,15 +87,21 @@ def _compiles_only(backend: str | None) -> bool:
         return False
 
 
-if __name__ == "__main__":
+def serve_role(role: str, read_fd: int, write_fd: int) -> None:
+    """Serve ``role`` on the pipe to the parent until it closes (a spawned worker's main, and
+    a forked one's: ``execution.forked``)."""
     from pallas_verify.execution.process import connect_parent
 
     # It follows its parent (a worker whose parent died is not left running) and ignores
     # a terminal's Ctrl-C: the parent decides what stops.
-    role, channel = connect_parent(sys.argv[1:])
+    role, channel = connect_parent([role, str(read_fd), str(write_fd)])
     if role == "units":
         from pallas_verify.execution.local import serve
 
         serve(channel)
     else:
         _serve(channel)
+
+
+if __name__ == "__main__":
+    serve_role(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))

@@ -106,7 +106,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     kept = passes.reuse(key)
     if kept is not None:  # the same seeded run of these very files passed: nothing to search
         return _kept_end(kept, out, json_path)
-    imported = _start_import(args.target, args.timeout)  # the workers start while this process loads the engine
+    from pallas_verify._worker import preload
+
+    preload()  # jax, Pallas, the backends: the workers, forked from here, start with them
+    imported = _start_import(args.target, args.timeout)  # the spec file's import starts while this process goes on
     from pallas_verify._jax_compat import compile_cache
     from pallas_verify.engine import verify
     from pallas_verify.errors import InvalidSpec

@@ -20,6 +20,7 @@ from pallas_verify._jax_compat.bounds import checked_bounds as checked_bounds
 from pallas_verify._jax_compat.deadlock import DeadlockError as DeadlockError
 from pallas_verify._jax_compat.deadlock import deadlock_watch as deadlock_watch
 from pallas_verify._jax_compat.devices import abstract_mesh_of as abstract_mesh_of
+from pallas_verify._jax_compat.devices import backends_started as backends_started
 from pallas_verify._jax_compat.errors import ASYNC_ORDER_MARKER as ASYNC_ORDER_MARKER
 from pallas_verify._jax_compat.errors import DEADLOCK_MARKER as DEADLOCK_MARKER
 from pallas_verify._jax_compat.errors import LIMITATIONS as LIMITATIONS

@@ -6,7 +6,7 @@ import dataclasses
 import functools
 from typing import Any
 
-__all__ = ["abstract_mesh_of"]
+__all__ = ["abstract_mesh_of", "backends_started"]
 
 
 def abstract_mesh_of(mesh: Any, device: Any) -> Any:
@@ -42,3 +42,11 @@ def _gpu_abstract_device_class() -> type:
         compute_capability: str
 
     return GpuAbstractDevice
+
+
+def backends_started() -> bool:
+    """Whether JAX has started a backend in this process (its client threads run from then
+    on, so a fork of this process is no longer safe; ``execution.process``)."""
+    from jax._src import xla_bridge
+
+    return bool(xla_bridge._backends)

@@ -141,6 +141,17 @@ class Worker:
 
 
 _SHARED: dict[str, Worker] = {}
+_INHERITED: list[dict[str, Worker]] = []  # a forked child's copy of its parent's: kept, never used
+
+
+def _forget_shared_after_fork() -> None:
+    """In a forked child: the parent's shared workers are not the child's to use or stop.
+    They stay referenced (their files' finalizers never run here) but out of reach."""
+    _INHERITED.append(dict(_SHARED))
+    _SHARED.clear()
+
+
+os.register_at_fork(after_in_child=_forget_shared_after_fork)
 
 
 def shared_worker(slot: str) -> Worker:

@@ -17,6 +17,9 @@ A ``Child`` is ``python -m pallas_verify._worker ROLE READ_FD WRITE_FD``, which
 - is killed with its whole tree (``Child.kill``, ``lifeline.kill_tree``);
 - reports how it died (``Child.death``: its signal or exit code, its stderr's tail).
 
+Where this process has imported jax and Pallas and no backend runs yet, the child is a
+fork of it instead (``forked``: the same child, without its second of imports).
+
 Why ``subprocess.Popen`` of the entry module and not ``multiprocessing``'s spawn (which the
 unit workers used): spawn's bootstrap re-imports the parent's ``__main__`` in every child
 (a user's script without a main guard runs again; pytest's or the CLI's entry loads for
@@ -44,6 +47,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for
 from typing import Any
 
+from pallas_verify.execution import forked
 from pallas_verify.execution.caselimit import IDLE_S, SAMPLE_S, CpuMeter
 from pallas_verify.execution.lifeline import follow_parent, kill_group, kill_tree
 
@@ -129,10 +133,14 @@ class Child:
         self.own_group = own_group
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115  (lives as long as the child; closed in kill())
         try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "pallas_verify._worker", role, str(child_r), str(child_w)],
-                pass_fds=(child_r, child_w), env=worker_env(env), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=self._stderr, process_group=0 if own_group else None)
+            if forked.forkable(env):  # this process's imports are the worker's: no second start (forked.py)
+                self._proc: subprocess.Popen | forked.Forked = forked.start(
+                    role, child_r, child_w, self._stderr.fileno(), worker_env(env), own_group=own_group)
+            else:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "pallas_verify._worker", role, str(child_r), str(child_w)],
+                    pass_fds=(child_r, child_w), env=worker_env(env), stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=self._stderr, process_group=0 if own_group else None)
         except BaseException:
             for fd in (parent_r, parent_w):
                 os.close(fd)
