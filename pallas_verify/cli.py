@@ -142,7 +142,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                 break
     live.close()
     report.interrupted = stopped is not None
-    if stopped is None:
+    if stopped is None and key is not None and passes.keepable(report):
         passes.keep(key, report, _files_read())
     return _verify_end(report, out, json_path, stopped)
 
