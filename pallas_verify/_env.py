@@ -14,7 +14,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["COMPILE_CACHE_ENV", "compile_cache_root", "configure", "disable_compile_cache", "user_cache_dir"]
+__all__ = ["COMPILE_CACHE_ENV", "cache_folder", "compile_cache_root", "configure", "disable_compile_cache", "turned_off",
+           "user_cache_dir"]
 
 #: The variable that places the persistent compilation cache, or turns it off.
 COMPILE_CACHE_ENV = "PALLAS_VERIFY_COMPILE_CACHE"
@@ -40,14 +41,25 @@ def user_cache_dir(environ: Mapping[str, str] = os.environ) -> Path:
     return Path(base) / "pallas-verify"
 
 
+def turned_off(value: str | None) -> bool:
+    """Whether a switch variable's value says off (``0``, ``off``, ``false``, ``no``)."""
+    return (value or "").strip().lower() in _OFF
+
+
+def cache_folder(variable: str, default: Path, environ: Mapping[str, str] = os.environ) -> Path | None:
+    """The folder a cache variable places its cache in: unset or empty for ``default``, a
+    folder, or off (``turned_off``) for None."""
+    value = environ.get(variable, "").strip()
+    if turned_off(value):
+        return None
+    return Path(value).expanduser() if value else default
+
+
 def compile_cache_root(environ: Mapping[str, str] = os.environ) -> Path | None:
     """Where the persistent compilation cache lives (``COMPILE_CACHE_ENV``; default the user's
     cache folder, ``user_cache_dir``), None when it is off. The JAX release and the machine
     get a folder of their own below it (``_jax_compat.compile_cache``)."""
-    value = environ.get(COMPILE_CACHE_ENV, "").strip()
-    if value.lower() in _OFF:
-        return None
-    return Path(value).expanduser() if value else user_cache_dir(environ)
+    return cache_folder(COMPILE_CACHE_ENV, user_cache_dir(environ), environ)
 
 
 def disable_compile_cache() -> None:

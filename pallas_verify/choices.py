@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-__all__ = ["DEMO_KERNELS", "ISOLATE", "PROFILES", "describe", "run_seed"]
+__all__ = ["DEMO_KERNELS", "ISOLATE", "PROFILES", "derandomized", "describe", "repeats", "run_seed"]
 
 #: Hypothesis settings profile -> (what it is for, its budget: settings keyword arguments).
 PROFILES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -36,12 +36,23 @@ def describe(table: dict[str, Any]) -> str:
     return ", ".join(f"{name} ({value[0] if isinstance(value, tuple) else value})" for name, value in table.items())
 
 
+def derandomized(profile: str | None) -> bool:
+    """Whether ``profile`` draws the same examples every run (ci)."""
+    return profile is not None and bool(PROFILES.get(profile, ("", {}))[1].get("derandomize"))
+
+
+def repeats(seed: int | None, profile: str | None) -> bool:
+    """Whether a run given ``seed`` (None: none given) under ``profile`` draws the same
+    examples as every other such run: a seed given, or a derandomized profile."""
+    return seed is not None or derandomized(profile)
+
+
 def run_seed(seed: int | None, profile: str | None = None) -> int:
     """The seed of a run, one policy for every front end and campaign: the one given; 0
     under a derandomized ``profile`` (ci: the same run every time); else a fresh random
     one. Printed and recorded, it repeats the search."""
     if seed is not None:
         return seed
-    if profile is not None and PROFILES.get(profile, ("", {}))[1].get("derandomize"):
+    if derandomized(profile):
         return 0
     return random.SystemRandom().randrange(2**32)

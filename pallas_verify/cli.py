@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from pallas_verify import passes
 from pallas_verify._env import configure, disable_compile_cache
-from pallas_verify.choices import PROFILES, run_seed
+from pallas_verify.choices import PROFILES, repeats, run_seed
 from pallas_verify.cli_args import parser
 from pallas_verify.exits import EXIT_CLEAN, EXIT_USAGE, campaign_status
 
@@ -143,28 +143,20 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     live.close()
     report.interrupted = stopped is not None
     if stopped is None and key is not None and passes.keepable(report):
-        passes.keep(key, report, _files_read())
+        passes.keep(key, report, passes.files_read())
     return _verify_end(report, out, json_path, stopped)
 
 
 def _pass_key(args: argparse.Namespace, seed: int) -> passes.Key | None:
     """The key a pass of this run is kept under; None when the run draws examples no later
     run repeats (a fresh seed: neither ``--seed`` nor a deterministic profile)."""
-    if args.seed is None and not PROFILES[args.profile][1].get("derandomize"):
+    if not repeats(args.seed, args.profile):
         return None
     where = args.target.split("::")[0]
     options = {"backends": args.backends, "max_examples": args.max_examples, "seed": seed, "profile": args.profile,
                "timeout": args.timeout, "shrink_budget": args.shrink_budget,
                "file": str(Path(where).resolve()) if where.endswith(".py") else None}
     return passes.Key.of("verify", args.target, options)
-
-
-def _files_read() -> list[str] | None:
-    """The module files this run loaded, here and in its workers (None: a worker did not say)."""
-    from pallas_verify.execution.isolation import shared_workers_files
-
-    workers = shared_workers_files()
-    return None if workers is None else passes.loaded_files() + workers
 
 
 def _kept_end(kept: passes.Kept, out: Path, json_path: Path | None) -> int:

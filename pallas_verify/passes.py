@@ -24,8 +24,10 @@ cache folder, a folder to keep them there, ``off`` for none (``--no-pass-cache``
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
+import functools
 import glob
 import hashlib
 import json
@@ -38,7 +40,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pallas_verify._env import COMPILE_CACHE_ENV, user_cache_dir
+from pallas_verify._env import COMPILE_CACHE_ENV, cache_folder, user_cache_dir
 
 if TYPE_CHECKING:
     from pallas_verify.reports.report import Report
@@ -47,7 +49,6 @@ __all__ = ["PASS_CACHE_ENV", "Kept", "Key", "disable", "keep", "keepable", "load
 
 #: The variable that places the kept passes, or turns them off.
 PASS_CACHE_ENV = "PALLAS_VERIFY_PASS_CACHE"
-_OFF = frozenset({"0", "off", "false", "no"})
 _FORMAT = 1
 _LIMIT_BYTES = 256 * 2**20
 # Environment variables that can change what a run computes or where it runs.
@@ -60,10 +61,7 @@ _KEPT_STATUSES = frozenset({"pass", "skipped", "unsupported"})
 
 def passes_dir(environ: Mapping[str, str] = os.environ) -> Path | None:
     """The kept passes' folder (``PASS_CACHE_ENV``), None when they are off."""
-    value = environ.get(PASS_CACHE_ENV, "").strip()
-    if value.lower() in _OFF:
-        return None
-    return Path(value).expanduser() if value else user_cache_dir(environ) / "passes"
+    return cache_folder(PASS_CACHE_ENV, user_cache_dir(environ) / "passes", environ)
 
 
 def disable() -> None:
@@ -153,13 +151,27 @@ def keep(key: Key | None, report: Report, files: Iterable[str] | None) -> bool:
                  "report": report.to_dict()}
         root.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=root, suffix=".tmp")
+    except (OSError, ValueError):
+        return False
+    try:
         with os.fdopen(fd, "w") as out:
             json.dump(entry, out)
         os.replace(tmp, root / f"{key.digest}.json")
-        _trim(root)
-        return True
     except (OSError, ValueError):
+        Path(tmp).unlink(missing_ok=True)  # a full disk leaves no half-written entry behind
         return False
+    with contextlib.suppress(OSError):  # bounding the folder is for later runs: this one kept its pass
+        _trim(root)
+    return True
+
+
+def files_read() -> list[str] | None:
+    """The module files a run loaded, in this process and in its shared workers (``keep``'s
+    ``files``); None when a worker did not say."""
+    from pallas_verify.execution.isolation import shared_workers_files
+
+    workers = shared_workers_files()
+    return None if workers is None else loaded_files() + workers
 
 
 def loaded_files(modules: Mapping[str, Any] | None = None) -> list[str]:
@@ -194,6 +206,7 @@ def _sha256(path: str) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
+@functools.cache
 def _install_roots() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     roots = {os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}

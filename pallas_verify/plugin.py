@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pallas_verify import testing
-from pallas_verify.choices import ISOLATE, PROFILES, describe, run_seed
+from pallas_verify.choices import ISOLATE, PROFILES, derandomized, describe, repeats, run_seed
 from pallas_verify.testing import DEFAULT_BACKENDS, KernelFindingsError, PluginOptions, verify_with
 
 # kernel_test lives in pallas_verify.testing; `from pallas_verify.plugin import kernel_test`
@@ -183,7 +183,7 @@ def pytest_configure_node(node: Any) -> None:
 
 def pytest_report_header(config: pytest.Config) -> str:
     o = config.stash[_OPTIONS]
-    how = "deterministic profile: " if PROFILES.get(o.profile, ("", {}))[1].get("derandomize") else ""
+    how = "deterministic profile: " if derandomized(o.profile) else ""
     seed = f"{o.seed} ({how}repeat with --pv-seed {o.seed})"
     examples = o.max_examples if o.max_examples is not None else "profile default"
     return (f"pallas-verify: seed={seed}, profile={o.profile}, backends={','.join(o.backends)}, "
@@ -240,7 +240,7 @@ class KernelItem(pytest.Item):
         from pallas_verify import passes
 
         o = self.config.stash[_OPTIONS]
-        if self.config.getoption("--pv-seed") is None and not PROFILES[o.profile][1].get("derandomize"):
+        if not repeats(self.config.getoption("--pv-seed"), o.profile):
             return None
         options = {"backend": self.backend, "max_examples": o.max_examples, "seed": o.seed, "profile": o.profile,
                    "timeout": o.timeout_s, "shrink_budget": o.shrink_budget_s, "isolate": o.isolate}
@@ -256,10 +256,7 @@ class KernelItem(pytest.Item):
             report = verify_with(self.spec, (self.backend,), self.config.stash[_OPTIONS])
         _record(self.config, report)
         if self.kept is None and passes.keepable(report):
-            from pallas_verify.execution.isolation import shared_workers_files
-
-            workers = shared_workers_files()
-            passes.keep(self.key, report, None if workers is None else passes.loaded_files() + workers)
+            passes.keep(self.key, report, passes.files_read())
         if report.findings:
             raise KernelFindingsError(report)
         result = next((r for r in report.results if r.backend == self.backend), None)

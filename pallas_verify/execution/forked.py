@@ -35,13 +35,12 @@ import traceback
 import warnings
 from collections.abc import Mapping
 
-from pallas_verify._env import COMPILE_CACHE_ENV
+from pallas_verify._env import COMPILE_CACHE_ENV, turned_off
 
 __all__ = ["FORK_ENV", "Forked", "forkable", "start"]
 
 #: ``0`` (``off``, ``false``, ``no``): spawn every worker.
 FORK_ENV = "PALLAS_VERIFY_FORK"
-_OFF = frozenset({"0", "off", "false", "no"})
 _ENTRY = "pallas_verify._worker"  # what a worker runs (``process.Child``'s command line)
 _SIGNALS = tuple(s for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
                               signal.SIGCHLD, signal.SIGALRM) if s is not None)
@@ -49,7 +48,7 @@ _SIGNALS = tuple(s for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, sign
 
 def forkable(extra_env: Mapping[str, str] | None) -> bool:
     """Whether a worker with ``extra_env`` may be forked from this process now."""
-    if os.environ.get(FORK_ENV, "").strip().lower() in _OFF or sys.platform != "linux":
+    if turned_off(os.environ.get(FORK_ENV)) or sys.platform != "linux":
         return False
     if any(k == COMPILE_CACHE_ENV or k.startswith("JAX_") for k in extra_env or {}):
         return False
@@ -71,8 +70,8 @@ class Forked:
         if self.returncode is None:
             try:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:  # reaped elsewhere: gone, its status unknown
-                self.returncode = -signal.SIGKILL
+            except ChildProcessError:  # reaped elsewhere: gone, its status unknown (as Popen says it: 0)
+                self.returncode = 0
                 return self.returncode
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
