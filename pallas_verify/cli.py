@@ -12,13 +12,19 @@ from pallas_verify import passes
 from pallas_verify._env import configure, disable_compile_cache
 from pallas_verify.choices import PROFILES, repeats, run_seed
 from pallas_verify.cli_args import parser
-from pallas_verify.exits import EXIT_CLEAN, EXIT_USAGE, campaign_status
+from pallas_verify.exits import EXIT_CLEAN, EXIT_USAGE, campaign_status, leave
 
 if TYPE_CHECKING:
     from pallas_verify.reports.report import Report
     from pallas_verify.spec import KernelSpec
 
-__all__ = ["main"]
+__all__ = ["main", "run"]
+
+
+def run() -> None:
+    """The ``pallas-verify`` program: ``main``, then the process ends with its status
+    (``exits.leave``: every exit hook run, no teardown)."""
+    leave(main())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -376,4 +382,4 @@ _COMMANDS = {"verify": _cmd_verify, "backends": _cmd_backends, "fuzz": _cmd_fuzz
              "compare": _cmd_compare}
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run()

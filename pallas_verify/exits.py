@@ -10,10 +10,15 @@ reproduces, 0 once fixed, 3 when its case cannot run here (``campaigns.replay``)
 
 from __future__ import annotations
 
-from typing import Any
+import atexit
+import contextlib
+import os
+import sys
+import threading
+from typing import Any, NoReturn
 
 __all__ = ["EXIT_CANNOT_RUN", "EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_FIXED", "EXIT_INCOMPLETE", "EXIT_INTERRUPTED",
-           "EXIT_REPRODUCES", "EXIT_USAGE", "campaign_status", "run_status"]
+           "EXIT_REPRODUCES", "EXIT_USAGE", "campaign_status", "leave", "run_status"]
 
 EXIT_CLEAN = 0  # every cell ran, nothing found
 EXIT_FINDINGS = 1  # something was found (whether or not the run was complete)
@@ -47,3 +52,19 @@ def campaign_status(report: Any) -> int:
     # A failed cell is a finding even without one: a planted bug its backend no longer reports.
     failed = bool(report.findings) or any(r.status == "fail" for r in report.results)
     return run_status(findings=failed, interrupted=report.interrupted, incomplete=incomplete)
+
+
+def leave(status: int) -> NoReturn:
+    """End a command's process with ``status`` once it owes nothing more: its other
+    threads done, every exit hook run (workers stopped, clusters shut down, logs flushed),
+    stdout and stderr flushed; but without the interpreter's teardown of its modules and
+    objects, which in a process that has loaded jax and compiled kernels takes about 0.4 s
+    and changes nothing anyone sees. A thread still running (one not a daemon) gets the
+    ordinary exit, which waits for it."""
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.current_thread()):
+        sys.exit(status)
+    atexit._run_exitfuncs()  # what the interpreter runs first at exit, in the same order
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # a reader gone, or no stream
+            stream.flush()
+    os._exit(status)
