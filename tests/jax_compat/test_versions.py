@@ -36,11 +36,30 @@ def test_a_field_no_release_has_names_the_field_and_the_fields_there_are():
 def test_a_release_without_gpu_interpret_mode_says_so_once_and_the_backend_is_unavailable(monkeypatch):
     real = versions.interpret_params_class
     monkeypatch.setattr(versions, "interpret_params_class", lambda p: None if p == "gpu" else real(p))  # JAX 0.10
+    monkeypatch.setattr(versions, "_reexported", lambda module, name: False)
     (gap,) = [g for g in versions.gaps() if "GPU interpret mode" in g.feature]
     assert "not checked" in gap.unchecked
     assert "lacks GPU interpret mode" in GpuInterpret().available()
     with pytest.raises(versions.MissingFeature, match="has no GPU interpret mode"):
         versions.interpret_params("gpu", detect_races=True)
+
+
+def test_the_gpu_gap_read_without_importing_mosaic_gpu_is_what_the_import_says():
+    """The gap a run states first is read from plgpu's source where it re-exports the
+    params (0.11 on), else from the import (0.10); either way it is the import's answer."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, jax.experimental.pallas\n"
+             "from pallas_verify._jax_compat import versions\n"
+             "said = versions.gpu_interpret_gap() is None\n"
+             "imported = 'jax.experimental.pallas.mosaic_gpu' in sys.modules\n"
+             "print(said, imported, versions.interpret_params_class('gpu') is not None)\n")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    said, imported, has = run.stdout.split()
+    assert said == has  # no gap exactly when plgpu.InterpretGPUParams exists
+    assert imported == ("False" if has == "True" else "True")  # Mosaic GPU imported only to say no
 
 
 def test_the_installed_release_has_what_its_own_backends_use():
