@@ -150,10 +150,31 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+# The top-level packages of pallas-verify's distribution (pyproject.toml).
+_OWN_PACKAGES = frozenset({"pallas_verify", "reference_kernels", "strategies"})
+
+
+def _own_modules_not_rewritten(config: pytest.Config) -> None:
+    """pytest rewrites the asserts of every module of a plugin's distribution: here the
+    tool, its catalog and its strategies, about 110 modules a session imports. That costs
+    about 0.3 s per session wherever bytecode is not written (PYTHONDONTWRITEBYTECODE, a
+    read-only install), and once per pytest release elsewhere, and explains nothing: their
+    asserts are the tool's invariants, whose failure it reports as its own error. So they
+    load as plain modules from here on; a user's tests, conftests and helpers registered
+    with ``pytest.register_assert_rewrite`` are rewritten as before. Where pytest's hook
+    keeps no such list (another release of it), nothing changes."""
+    hook = getattr(config.pluginmanager, "rewrite_hook", None)
+    marked, cache = getattr(hook, "_must_rewrite", None), getattr(hook, "_marked_for_rewrite_cache", None)
+    if isinstance(marked, set) and isinstance(cache, dict):
+        marked.difference_update(_OWN_PACKAGES)
+        cache.clear()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     from pallas_verify._env import configure, disable_compile_cache
 
     configure()  # before any hook imports jax
+    _own_modules_not_rewritten(config)
     if config.getoption("--pv-no-compile-cache"):
         disable_compile_cache()  # here and in every worker the session starts
     if config.getoption("--pv-no-pass-cache"):

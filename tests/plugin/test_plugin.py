@@ -24,6 +24,32 @@ def test_module_level_spec_is_one_item_per_default_backend(pytester, spec_file, 
     ])
 
 
+def test_the_tools_modules_load_unrewritten_and_a_users_asserts_are_still_explained(pytester, spec_file, spec_line,
+                                                                                     monkeypatch):
+    from pallas_verify.execution.process import import_path
+
+    # Found on sys.path, as from a wheel in site-packages (an editable install's own finder
+    # is one pytest's hook never rewrites from).
+    monkeypatch.setenv("PYTHONPATH", import_path())
+    spec_file(spec_line("DOUBLE", "double"))
+    pytester.makepyfile(test_loaders="""
+        import sys
+
+        import pallas_verify.engine, reference_kernels.elementwise, strategies.grids
+
+        def test_the_tools_modules_are_plain():
+            names = ("pallas_verify.engine", "reference_kernels.elementwise", "strategies.grids")
+            loaders = {name: type(sys.modules[name].__loader__).__name__ for name in names}
+            assert "AssertionRewritingHook" not in loaders.values(), loaders
+
+        def test_a_users_assert():
+            assert [1, 2] == [1, 3]
+    """)
+    result = pytester.runpytest_subprocess(*FAST, "--pv-backends", "interpret", "test_loaders.py")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*At index 1 diff: 2 != 3*"])  # the user's test module is rewritten
+
+
 def test_header_prints_seed_profile_and_backends(pytester, spec_file, spec_line):
     spec_file(spec_line("DOUBLE", "double"))
     result = pytester.runpytest_subprocess("--collect-only", "--pv-seed", "7", "--pv-backends", "interpret")
