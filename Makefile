@@ -28,6 +28,10 @@ define venv
 	@$(1)/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 12))' || { echo "error: $(1) is not Python >= 3.12; run 'make clean' and retry" >&2; exit 1; }
 	$(1)/bin/python -m pip install --quiet --upgrade pip
 	$(1)/bin/python -m pip install --quiet -e '.[$(3)]' 'jax==$(2)' 'jaxlib==$(2)'
+	@# Bytecode for the project's own packages, as pip writes it for an installed wheel: an
+	@# editable install has none, and where bytecode is not written (PYTHONDONTWRITEBYTECODE)
+	@# every process would compile them again.
+	$(1)/bin/python -m compileall -q -j 0 pallas_verify strategies reference_kernels benchmarks
 	@touch $(1)/.installed
 endef
 
