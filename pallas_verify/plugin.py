@@ -166,8 +166,21 @@ def _own_modules_not_rewritten(config: pytest.Config) -> None:
     hook = getattr(config.pluginmanager, "rewrite_hook", None)
     marked, cache = getattr(hook, "_must_rewrite", None), getattr(hook, "_marked_for_rewrite_cache", None)
     if isinstance(marked, set) and isinstance(cache, dict):
-        marked.difference_update(_OWN_PACKAGES)
+        marked.difference_update(name for name in _OWN_PACKAGES & marked if _ours(name))
         cache.clear()
+
+
+def _ours(package: str) -> bool:
+    """Whether the top-level ``package`` found here is pallas-verify's own, beside
+    ``pallas_verify`` (a user's package of the same name, e.g. ``strategies``, is not)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return False
+    home = Path(__file__).resolve().parents[1]
+    return found is not None and found.origin is not None and Path(found.origin).resolve().parents[1] == home
 
 
 def pytest_configure(config: pytest.Config) -> None:

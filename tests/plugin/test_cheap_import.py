@@ -59,3 +59,19 @@ def test_option_defaults_are_valid_choices_so_they_need_no_check():
 
     options = testing.PluginOptions()
     assert options.profile in PROFILES and options.isolate in ISOLATE
+
+
+def test_only_pallas_verifys_own_packages_are_taken_off_pytests_rewrite_list(tmp_path, monkeypatch):
+    """A user's package named like one of pallas-verify's (``strategies``) keeps its rewrite."""
+    import importlib
+
+    from pallas_verify.plugin import _ours
+
+    assert _ours("pallas_verify") and _ours("strategies") and _ours("reference_kernels")
+    (tmp_path / "strategies").mkdir()
+    (tmp_path / "strategies" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "strategies", raising=False)  # found anew, not as imported here
+    importlib.invalidate_caches()
+    assert not _ours("strategies")
+    assert not _ours("hypothesis") and not _ours("no_such_package")
