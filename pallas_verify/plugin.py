@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pallas_verify import testing
+from pallas_verify._assert_rewrite import not_rewritten
 from pallas_verify.choices import ISOLATE, PROFILES, derandomized, describe, repeats, run_seed
 from pallas_verify.testing import DEFAULT_BACKENDS, KernelFindingsError, PluginOptions, verify_with
 
@@ -150,44 +151,11 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-# The top-level packages of pallas-verify's distribution (pyproject.toml).
-_OWN_PACKAGES = frozenset({"pallas_verify", "reference_kernels", "strategies"})
-
-
-def _own_modules_not_rewritten(config: pytest.Config) -> None:
-    """pytest rewrites the asserts of every module of a plugin's distribution: here the
-    tool, its catalog and its strategies, about 110 modules a session imports. That costs
-    about 0.3 s per session wherever bytecode is not written (PYTHONDONTWRITEBYTECODE, a
-    read-only install), and once per pytest release elsewhere, and explains nothing: their
-    asserts are the tool's invariants, whose failure it reports as its own error. So they
-    load as plain modules from here on; a user's tests, conftests and helpers registered
-    with ``pytest.register_assert_rewrite`` are rewritten as before. Where pytest's hook
-    keeps no such list (another release of it), nothing changes."""
-    hook = getattr(config.pluginmanager, "rewrite_hook", None)
-    marked, cache = getattr(hook, "_must_rewrite", None), getattr(hook, "_marked_for_rewrite_cache", None)
-    if isinstance(marked, set) and isinstance(cache, dict):
-        marked.difference_update(name for name in _OWN_PACKAGES & marked if _ours(name))
-        cache.clear()
-
-
-def _ours(package: str) -> bool:
-    """Whether the top-level ``package`` found here is pallas-verify's own, beside
-    ``pallas_verify`` (a user's package of the same name, e.g. ``strategies``, is not)."""
-    import importlib.util
-
-    try:
-        found = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        return False
-    home = Path(__file__).resolve().parents[1]
-    return found is not None and found.origin is not None and Path(found.origin).resolve().parents[1] == home
-
-
 def pytest_configure(config: pytest.Config) -> None:
     from pallas_verify._env import configure, disable_compile_cache
 
     configure()  # before any hook imports jax
-    _own_modules_not_rewritten(config)
+    not_rewritten(config.pluginmanager)  # pallas-verify's own modules: plain from here on
     if config.getoption("--pv-no-compile-cache"):
         disable_compile_cache()  # here and in every worker the session starts
     if config.getoption("--pv-no-pass-cache"):

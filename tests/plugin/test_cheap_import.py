@@ -32,7 +32,7 @@ def test_a_pytest_run_without_kernel_specs_does_not_load_the_engine(tmp_path):
     ours = {m for m in loaded if m.startswith("pallas_verify")}
     assert "pallas_verify.plugin" in ours  # the plugin was active
     assert ours <= {"pallas_verify", "pallas_verify.plugin", "pallas_verify.testing", "pallas_verify._env",
-                    "pallas_verify.choices",
+                    "pallas_verify.choices", "pallas_verify._assert_rewrite",
                     "pallas_verify.backends", "pallas_verify.backends.families"}, ours
     assert not {"jax", "numpy", "hypothesis"} & loaded
 
@@ -65,7 +65,7 @@ def test_only_pallas_verifys_own_packages_are_taken_off_pytests_rewrite_list(tmp
     """A user's package named like one of pallas-verify's (``strategies``) keeps its rewrite."""
     import importlib
 
-    from pallas_verify.plugin import _ours
+    from pallas_verify._assert_rewrite import _ours
 
     assert _ours("pallas_verify") and _ours("strategies") and _ours("reference_kernels")
     (tmp_path / "strategies").mkdir()
