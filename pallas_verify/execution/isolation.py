@@ -48,6 +48,9 @@ class Worker:
 
     timeout_s: float = 120.0
     env: dict[str, str] | None = None
+    #: What the running process fixed for its life at a compile (Mosaic GPU's target, e.g.
+    #: ``mosaic_gpu:h100``), set by its user; None for a new process.
+    fixed: str | None = None
     _child: Child | None = None
     _awaiting: Pending | None = None  # the request whose answer is not collected yet
 
@@ -138,6 +141,7 @@ class Worker:
             self._child.kill()
         self._child = None
         self._awaiting = None
+        self.fixed = None
 
 
 _SHARED: dict[str, Worker] = {}

@@ -5,9 +5,10 @@ One isolation policy decides, for a backend or for tracing the kernel (``isolate
 (so a hang is a ``timeout`` and an abort a ``crash``, and the run goes on) and in this
 process otherwise; ``"always"`` requires a worker; ``"never"`` stays in this process
 except for backends that must isolate (compilers that may abort). A compiler family gets a
-worker whose targets compile one after another in it (Mosaic GPU fixes its target once per
-process: a worker per target), one such worker at a time; interpreters share one long-lived
-worker per slot (``isolation.shared_worker``). The interpreters' workers use the
+worker whose targets compile one after another in it (Mosaic GPU fixes its target at its
+first compile in a process: a worker that compiled for one GPU is replaced for the next),
+one such worker at a time, handed on from one spec to the next (``_handed``); interpreters
+share one long-lived worker per slot (``isolation.shared_worker``). The interpreters' workers use the
 persistent compilation cache where it is on (``_jax_compat.compile_cache``); a compiler's
 does not, its compile being the check. A case's time limit adapts to the cases seen so
 far (``caselimit``).
@@ -15,13 +16,15 @@ far (``caselimit``).
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pallas_verify import choices
 from pallas_verify._env import COMPILE_CACHE_ENV
-from pallas_verify.case import Case, ErrorInfo, Outcome
+from pallas_verify.case import UNSUPPORTED, Case, ErrorInfo, Outcome
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution.caselimit import CaseLimit
 from pallas_verify.execution.isolation import Pending, Worker, shared_worker
@@ -36,13 +39,56 @@ ISOLATE: tuple[str, ...] = tuple(choices.ISOLATE)
 
 def compiler_slot(backend: Backend) -> str:
     """The worker process an isolating backend's cases run in: one per compiler family (its
-    compile-only targets compile one after another in one process); one of its own for a
-    Mosaic GPU target (Mosaic GPU fixes its GPU architecture at its first compile in a
-    process: ``backends.lowering``) and for a target whose real chip is attached."""
+    compile-only targets compile one after another in one process; Mosaic GPU's only until
+    one compiles: ``Sandbox._compiler``); one of its own for a target whose real chip is
+    attached."""
     family = getattr(backend, "family", None)
-    if family is None or family == "mosaic_gpu" or backend.executes:
+    if family is None or backend.executes:
         return backend.name
     return family
+
+
+def _fixes_target(backend: Backend) -> bool:
+    """Whether a compile for ``backend`` fixes its worker's target for the process's life:
+    Mosaic GPU keeps the GPU architecture of its first compile (``backends.lowering``)."""
+    return getattr(backend, "family", None) == "mosaic_gpu" and not backend.executes
+
+
+#: The compiler worker the last spec's sandbox handed on (slot -> worker; one at most).
+_HANDED: dict[str, Worker] = {}
+
+
+def _hand_on(slot: str, worker: Worker) -> None:
+    """Keep ``worker`` for the next spec's sandbox (a process start saved per spec), in
+    place of any other: one compiler worker at a time. Stopped at exit."""
+    _close_handed()
+    _HANDED[slot] = worker
+
+
+def _handed(slot: str) -> Worker | None:
+    """The worker of ``slot`` handed on by an earlier spec's sandbox, taken (None if there is
+    none); one of another slot is stopped."""
+    for other in [s for s in _HANDED if s != slot]:
+        _HANDED.pop(other).close()
+    return _HANDED.pop(slot, None)
+
+
+def _close_handed() -> None:
+    for slot in list(_HANDED):
+        _HANDED.pop(slot).close()
+
+
+_INHERITED: list[dict[str, Worker]] = []  # a forked child's copy of its parent's: kept, never used
+
+
+def _forget_handed_after_fork() -> None:
+    """In a forked child: the parent's handed worker is not the child's to use or stop."""
+    _INHERITED.append(dict(_HANDED))
+    _HANDED.clear()
+
+
+atexit.register(_close_handed)
+os.register_at_fork(after_in_child=_forget_handed_after_fork)
 
 
 @dataclasses.dataclass
@@ -109,6 +155,9 @@ class Sandbox:
         """The Outcome of a submitted case, collected once (a second call returns it again)."""
         if running.outcome is None:
             running.outcome = self._collect(running)
+            error = running.outcome.error
+            if running.worker is not None and _fixes_target(running.backend) and (error is None or error.type != UNSUPPORTED):
+                running.worker.fixed = running.backend.name  # it may have compiled: its target is set
             if self._seen is not None:
                 self._seen(running.case, running.outcome)
         return running.outcome
@@ -126,15 +175,20 @@ class Sandbox:
 
     def _compiler(self, backend: Backend) -> Worker:
         """The worker process ``backend`` compiles in: its family's, whose targets compile in it
-        one after another instead of each paying a process start (Mosaic GPU fixes its target
-        once per process: its own). The compile is the check itself: no compile is read back
-        from the persistent cache. One runs at a time: another's start stops it."""
+        one after another instead of each paying a process start, kept from the spec before
+        where it compiled for the same family. A Mosaic GPU worker serves targets until one
+        compiles (a case it judges unsupported compiles nothing); after that, another target
+        gets a new process. The compile is the check itself: no compile is read back from the
+        persistent cache. One runs at a time: another's start stops it."""
         slot = compiler_slot(backend)
         for other in [s for s in self._workers if s != slot]:
             self._workers.pop(other).close()
         if slot not in self._workers:
-            self._workers[slot] = Worker(timeout_s=self.timeout_s, env={COMPILE_CACHE_ENV: "off"})
-        return self._workers[slot]
+            self._workers[slot] = _handed(slot) or Worker(timeout_s=self.timeout_s, env={COMPILE_CACHE_ENV: "off"})
+        worker = self._workers[slot]
+        if worker.fixed not in (None, backend.name):
+            worker.close()  # it starts again, a new process, at the submit
+        return worker
 
     def release(self, backend: Backend, then: Backend | None = None) -> None:
         """Stop the worker process an isolating ``backend`` compiled in, unless ``then`` (the
@@ -143,7 +197,9 @@ class Sandbox:
         if not backend.isolate or shared:
             return
         worker = self._workers.pop(compiler_slot(backend), None)
-        if worker is not None:
+        if worker is not None and then is None and worker.running:
+            _hand_on(compiler_slot(backend), worker)  # the spec's last backend: the next spec may compile in it
+        elif worker is not None:
             worker.close()
 
     def close(self) -> None:

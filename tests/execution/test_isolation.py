@@ -122,10 +122,10 @@ def test_close_stops_the_process_and_a_closed_worker_starts_again_on_demand():
         worker.close()
 
 
-def test_a_compiler_familys_compile_only_targets_share_a_worker_and_each_mosaic_gpu_target_has_its_own():
+def test_a_compiler_familys_compile_only_targets_share_a_worker():
     from pallas_verify.backends.compiled import compile_backends
 
-    slots = {b.name: compiler_slot(b) for b in compile_backends() if not b.executes}  # a real chip: its own
-    assert {slot for name, slot in slots.items() if name.startswith("mosaic_tpu:")} == {"mosaic_tpu"}
-    assert {slot for name, slot in slots.items() if name.startswith("triton:")} == {"triton"}
-    assert all(slot == name for name, slot in slots.items() if name.startswith("mosaic_gpu:"))
+    # a real chip: its own; Mosaic GPU's worker is replaced once it compiled (test_compiler_workers.py)
+    slots = {b.name: compiler_slot(b) for b in compile_backends() if not b.executes}
+    for family in ("mosaic_tpu", "triton", "mosaic_gpu"):
+        assert {slot for name, slot in slots.items() if name.startswith(f"{family}:")} == {family}
