@@ -10,9 +10,9 @@ from pallas_verify import verify
 from pallas_verify._env import COMPILE_CACHE_ENV
 from pallas_verify.backends import registry
 from pallas_verify.execution import isolation, sandbox
-from reference_kernels.elementwise import RAGGED_ADD, SCALE_SHIFT
-from reference_kernels.gpu_barrier import GPU_BARRIER_AFFINE
+from reference_kernels import elementwise, gpu_barrier
 
+# (the specs' modules, not the specs: a KernelSpec imported here would be collected as a test)
 pytestmark = [pytest.mark.compile, pytest.mark.slow]
 
 GPUS = ["mosaic_gpu:a100", "mosaic_gpu:h100", "mosaic_gpu:b200"]
@@ -47,7 +47,7 @@ def _needs(*backends: str) -> None:
 
 def test_two_specs_compile_for_two_chips_in_one_worker(compiler_starts, tmp_path):
     _needs("mosaic_tpu:v5e")
-    for spec in (RAGGED_ADD, SCALE_SHIFT):
+    for spec in (elementwise.RAGGED_ADD, elementwise.SCALE_SHIFT):
         report = verify(spec, backends=["mosaic_tpu:v5e", "mosaic_tpu:v6e"], max_examples=1, static=False,
                         out_dir=tmp_path / spec.name)
         assert _statuses(report) == {"mosaic_tpu:v5e": "pass", "mosaic_tpu:v6e": "pass"}, report.results
@@ -57,12 +57,12 @@ def test_two_specs_compile_for_two_chips_in_one_worker(compiler_starts, tmp_path
 def test_a_mosaic_gpu_worker_serves_every_gpu_until_it_compiles_for_one(compiler_starts, tmp_path):
     _needs(*GPUS)
     # A pallas_call with the default lowering: unsupported on Mosaic GPU, which compiles nothing.
-    report = verify(SCALE_SHIFT, backends=GPUS, max_examples=1, static=False, out_dir=tmp_path / "default")
+    report = verify(elementwise.SCALE_SHIFT, backends=GPUS, max_examples=1, static=False, out_dir=tmp_path / "default")
     assert set(_statuses(report).values()) == {"unsupported"}, report.results
     assert len(compiler_starts) == 1
     # A plgpu.kernel (declared unsupported on A100: nothing runs there) compiles for H100 in
     # the worker handed on from the run before, which then cannot compile for B200: a new one.
-    report = verify(GPU_BARRIER_AFFINE, backends=GPUS, max_examples=1, static=False, out_dir=tmp_path / "plgpu")
+    report = verify(gpu_barrier.GPU_BARRIER_AFFINE, backends=GPUS, max_examples=1, static=False, out_dir=tmp_path / "plgpu")
     statuses = _statuses(report)
     assert statuses == {"mosaic_gpu:a100": "unsupported", "mosaic_gpu:h100": "pass", "mosaic_gpu:b200": "pass"}, (
         report.results)
