@@ -20,7 +20,7 @@ from typing import Any
 from pallas_verify.case import Case, Outcome
 from pallas_verify.execution.process import Child
 
-__all__ = ["PARALLEL_RUNS_ENV", "Pending", "Worker", "shared_worker", "shared_workers_files", "static_tracer_slot"]
+__all__ = ["PARALLEL_RUNS_ENV", "Pending", "Worker", "hand_on", "handed", "shared_worker", "shared_workers_files", "static_tracer_slot"]
 
 #: How many runs share this host's cores, set by an executor in its worker processes
 #: (pytest-xdist says it in PYTEST_XDIST_WORKER_COUNT).
@@ -145,14 +145,17 @@ class Worker:
 
 
 _SHARED: dict[str, Worker] = {}
+#: The compiler worker one spec's sandbox handed on to the next (slot -> worker; one at most).
+_HANDED: dict[str, Worker] = {}
 _INHERITED: list[dict[str, Worker]] = []  # a forked child's copy of its parent's: kept, never used
 
 
 def _forget_shared_after_fork() -> None:
-    """In a forked child: the parent's shared workers are not the child's to use or stop.
-    They stay referenced (their files' finalizers never run here) but out of reach."""
-    _INHERITED.append(dict(_SHARED))
+    """In a forked child: the parent's shared and handed workers are not the child's to use
+    or stop. They stay referenced (their files' finalizers never run here) but out of reach."""
+    _INHERITED.extend([dict(_SHARED), dict(_HANDED)])
     _SHARED.clear()
+    _HANDED.clear()
 
 
 os.register_at_fork(after_in_child=_forget_shared_after_fork)
@@ -167,9 +170,24 @@ def shared_worker(slot: str) -> Worker:
     """
     if slot not in _SHARED:
         _SHARED[slot] = Worker()
-        if len(_SHARED) == 1:
-            atexit.register(_close_shared)
+        _stopped_at_exit()
     return _SHARED[slot]
+
+
+def hand_on(slot: str, worker: Worker) -> None:
+    """Keep ``worker`` (a compiler's, of ``slot``) for the next spec's sandbox, which then
+    saves a process start, in place of any kept before: one at a time. Stopped at exit."""
+    _close_handed()
+    _HANDED[slot] = worker
+    _stopped_at_exit()
+
+
+def handed(slot: str) -> Worker | None:
+    """The worker of ``slot`` an earlier spec's sandbox handed on, taken (None if there is
+    none); one of another slot is stopped."""
+    worker = _HANDED.pop(slot, None)
+    _close_handed()
+    return worker
 
 
 def shared_workers_files(timeout_s: float = 30.0) -> list[str] | None:
@@ -222,7 +240,19 @@ def _busy_cores() -> int:
         return 0
 
 
+@functools.cache
+def _stopped_at_exit() -> None:
+    """Stop the kept workers at exit (registered once, when the first is kept)."""
+    atexit.register(_close_shared)
+
+
 def _close_shared() -> None:
     for worker in _SHARED.values():
         worker.close()
     _SHARED.clear()
+    _close_handed()
+
+
+def _close_handed() -> None:
+    for slot in list(_HANDED):
+        _HANDED.pop(slot).close()

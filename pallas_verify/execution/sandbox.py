@@ -7,7 +7,7 @@ process otherwise; ``"always"`` requires a worker; ``"never"`` stays in this pro
 except for backends that must isolate (compilers that may abort). A compiler family gets a
 worker whose targets compile one after another in it (Mosaic GPU fixes its target at its
 first compile in a process: a worker that compiled for one GPU is replaced for the next),
-one such worker at a time, handed on from one spec to the next (``_handed``); interpreters
+one such worker at a time, handed on from one spec to the next (``isolation.hand_on``); interpreters
 share one long-lived worker per slot (``isolation.shared_worker``). The interpreters' workers use the
 persistent compilation cache where it is on (``_jax_compat.compile_cache``); a compiler's
 does not, its compile being the check. A case's time limit adapts to the cases seen so
@@ -16,9 +16,7 @@ far (``caselimit``).
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +25,7 @@ from pallas_verify._env import COMPILE_CACHE_ENV
 from pallas_verify.case import UNSUPPORTED, Case, ErrorInfo, Outcome
 from pallas_verify.errors import InvalidArgument
 from pallas_verify.execution.caselimit import CaseLimit
-from pallas_verify.execution.isolation import Pending, Worker, shared_worker
+from pallas_verify.execution.isolation import Pending, Worker, hand_on, handed, shared_worker
 
 if TYPE_CHECKING:
     from pallas_verify.backends.base import Backend
@@ -52,43 +50,6 @@ def _fixes_target(backend: Backend) -> bool:
     """Whether a compile for ``backend`` fixes its worker's target for the process's life:
     Mosaic GPU keeps the GPU architecture of its first compile (``backends.lowering``)."""
     return getattr(backend, "family", None) == "mosaic_gpu" and not backend.executes
-
-
-#: The compiler worker the last spec's sandbox handed on (slot -> worker; one at most).
-_HANDED: dict[str, Worker] = {}
-
-
-def _hand_on(slot: str, worker: Worker) -> None:
-    """Keep ``worker`` for the next spec's sandbox (a process start saved per spec), in
-    place of any other: one compiler worker at a time. Stopped at exit."""
-    _close_handed()
-    _HANDED[slot] = worker
-
-
-def _handed(slot: str) -> Worker | None:
-    """The worker of ``slot`` handed on by an earlier spec's sandbox, taken (None if there is
-    none); one of another slot is stopped."""
-    for other in [s for s in _HANDED if s != slot]:
-        _HANDED.pop(other).close()
-    return _HANDED.pop(slot, None)
-
-
-def _close_handed() -> None:
-    for slot in list(_HANDED):
-        _HANDED.pop(slot).close()
-
-
-_INHERITED: list[dict[str, Worker]] = []  # a forked child's copy of its parent's: kept, never used
-
-
-def _forget_handed_after_fork() -> None:
-    """In a forked child: the parent's handed worker is not the child's to use or stop."""
-    _INHERITED.append(dict(_HANDED))
-    _HANDED.clear()
-
-
-atexit.register(_close_handed)
-os.register_at_fork(after_in_child=_forget_handed_after_fork)
 
 
 @dataclasses.dataclass
@@ -156,7 +117,7 @@ class Sandbox:
         if running.outcome is None:
             running.outcome = self._collect(running)
             error = running.outcome.error
-            if running.worker is not None and _fixes_target(running.backend) and (error is None or error.type != UNSUPPORTED):
+            if running.worker is not None and _fixes_target(running.backend) and getattr(error, "type", None) != UNSUPPORTED:
                 running.worker.fixed = running.backend.name  # it may have compiled: its target is set
             if self._seen is not None:
                 self._seen(running.case, running.outcome)
@@ -184,7 +145,7 @@ class Sandbox:
         for other in [s for s in self._workers if s != slot]:
             self._workers.pop(other).close()
         if slot not in self._workers:
-            self._workers[slot] = _handed(slot) or Worker(timeout_s=self.timeout_s, env={COMPILE_CACHE_ENV: "off"})
+            self._workers[slot] = handed(slot) or Worker(timeout_s=self.timeout_s, env={COMPILE_CACHE_ENV: "off"})
         worker = self._workers[slot]
         if worker.fixed not in (None, backend.name):
             worker.close()  # it starts again, a new process, at the submit
@@ -197,9 +158,11 @@ class Sandbox:
         if not backend.isolate or shared:
             return
         worker = self._workers.pop(compiler_slot(backend), None)
-        if worker is not None and then is None and worker.running:
-            _hand_on(compiler_slot(backend), worker)  # the spec's last backend: the next spec may compile in it
-        elif worker is not None:
+        if worker is None:
+            return
+        if then is None and worker.running:  # the spec's last backend: the next spec may compile in it
+            hand_on(compiler_slot(backend), worker)
+        else:
             worker.close()
 
     def close(self) -> None:

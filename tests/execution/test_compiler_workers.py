@@ -9,7 +9,7 @@ import pytest
 from pallas_verify import verify
 from pallas_verify._env import COMPILE_CACHE_ENV
 from pallas_verify.backends import registry
-from pallas_verify.execution import isolation, sandbox
+from pallas_verify.execution import isolation
 from reference_kernels import elementwise, gpu_barrier
 
 # (the specs' modules, not the specs: a KernelSpec imported here would be collected as a test)
@@ -30,9 +30,9 @@ def compiler_starts(monkeypatch):
         return real(*args, env=env, **kwargs)
 
     monkeypatch.setattr(isolation, "Child", child)
-    sandbox._close_handed()
+    isolation._close_handed()
     yield starts
-    sandbox._close_handed()
+    isolation._close_handed()
 
 
 def _statuses(report) -> dict[str, str]:
