@@ -14,12 +14,13 @@ from pathlib import Path
 from benchmarks.faultkit import (
     RedisServer,
     Tagged,
+    busy_unit_workers,
     children_of,
     command,
+    descendants,
     fill,
     run_cli,
     small_folder,
-    spawned_children,
     start_cli,
     wait_for,
 )
@@ -214,9 +215,8 @@ def worker_killed(tmp: Path) -> Outcome:
     killed: list[int] = []
 
     def kill_one() -> None:
-        wait_for(spawned_children, 120, "a unit's worker process")
-        time.sleep(1.0)
-        pid = spawned_children()[0]
+        wait_for(busy_unit_workers, 120, "a unit's worker process running a unit")
+        pid = busy_unit_workers()[0]
         os.kill(pid, signal.SIGKILL)
         killed.append(pid)
 
@@ -238,7 +238,7 @@ def ray_worker_killed(tmp: Path) -> Outcome:
 
         wait_for(busy, 180, "a Ray task running a slice")
         pid = busy()[0]
-        killed.append((pid, children_of(pid)))
+        killed.append((pid, descendants(pid)))  # its case workers, and their fork server where it has one
         os.kill(pid, signal.SIGKILL)
 
     in_thread(kill_a_task_worker)

@@ -28,9 +28,23 @@ from pathlib import Path
 from typing import Any
 
 from pallas_verify.execution.lifeline import children as children_of
+from pallas_verify.execution.lifeline import descendants
 
-__all__ = ["TAG_ENV", "RedisServer", "Tagged", "Unavailable", "children_of", "command", "fill", "run_cli",
-           "small_folder", "spawned_children", "start_cli", "wait_for"]
+__all__ = [
+    "TAG_ENV",
+    "RedisServer",
+    "Tagged",
+    "Unavailable",
+    "busy_unit_workers",
+    "children_of",
+    "command",
+    "descendants",
+    "fill",
+    "run_cli",
+    "small_folder",
+    "start_cli",
+    "wait_for",
+]
 
 TAG_ENV = "PV_FAULT_TAG"
 PV = [sys.executable, "-m", "pallas_verify.cli"]
@@ -51,8 +65,9 @@ class Tagged:
         return {**os.environ, "JAX_PLATFORMS": "cpu", TAG_ENV: self.tag, **extra}
 
     def alive(self) -> list[int]:
-        """Live (not zombie) processes carrying the tag, but this one and its resource
-        tracker (multiprocessing's, which lives as long as this process does)."""
+        """Live (not zombie) processes carrying the tag, but this one and those that live as
+        long as it does: its resource tracker (multiprocessing's) and its fork server
+        (``pallas_verify.execution.forkserver``)."""
         found = []
         needle = f"{TAG_ENV}={self.tag}".encode()
         for entry in os.listdir("/proc"):
@@ -65,7 +80,8 @@ class Tagged:
                 command = Path(f"/proc/{entry}/cmdline").read_bytes()
             except OSError:
                 continue
-            if state == "Z" or (int(parent) == os.getpid() and b"resource_tracker" in command):
+            ours = int(parent) == os.getpid() and (b"resource_tracker" in command or _name(int(entry)) == "pv-fork-server")
+            if state == "Z" or ours:
                 continue
             found.append(int(entry))
         return found
@@ -191,6 +207,25 @@ def command(pid: int) -> bytes:
         return b""
 
 
-def spawned_children() -> list[int]:
-    """Unit worker processes (``pallas_verify._worker units``) this process started."""
-    return [pid for pid in children_of(os.getpid()) if b"pallas_verify._worker\0units" in command(pid)]
+def busy_unit_workers() -> list[int]:
+    """Unit worker processes (``pallas_verify._worker units``) this process started, spawned
+    or forked (named ``pv-worker-units``: a fork's command line is its parent's), that run
+    a unit now: their case workers (which join their process group, whoever forked them)
+    have started."""
+    below = descendants(os.getpid())
+    groups = {_group(pid) for pid in below if _name(pid) == "pv-worker-cases"}
+    return [pid for pid in below if _name(pid) == "pv-worker-units" and pid in groups]
+
+
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""

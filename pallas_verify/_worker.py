@@ -1,7 +1,8 @@
 """Entry point of a worker process (``execution.process.Child``):
 ``python -m pallas_verify._worker ROLE READ_FD WRITE_FD``, ROLE ``cases`` (cases, imports and
 traces, for ``execution.isolation.Worker``) or ``units`` (units of work, for the local
-executor: ``execution.local.serve``)."""
+executor: ``execution.local.serve``); and of the fork server that forks them
+(``python -m pallas_verify._worker forks FD``: ``execution.forkserverd``)."""
 
 from __future__ import annotations
 
@@ -90,8 +91,9 @@ def _compiles_only(backend: str | None) -> bool:
 def serve_role(role: str, read_fd: int, write_fd: int) -> None:
     """Serve ``role`` on the pipe to the parent until it closes (a spawned worker's main, and
     a forked one's: ``execution.forked``)."""
-    from pallas_verify.execution.process import connect_parent
+    from pallas_verify.execution.process import connect_parent, name_process
 
+    name_process(f"pv-worker-{role}")
     # It follows its parent (a worker whose parent died is not left running) and ignores
     # a terminal's Ctrl-C: the parent decides what stops.
     role, channel = connect_parent([role, str(read_fd), str(write_fd)])
@@ -104,4 +106,11 @@ def serve_role(role: str, read_fd: int, write_fd: int) -> None:
 
 
 if __name__ == "__main__":
-    serve_role(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    if sys.argv[1] == "forks":  # the fork server (execution.forkserverd)
+        from pallas_verify.execution.forkserverd import serve
+        from pallas_verify.execution.process import name_process
+
+        name_process("pv-fork-server")
+        serve(int(sys.argv[2]), preload)
+    else:
+        serve_role(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))

@@ -14,9 +14,10 @@ cleanup. ``Forked`` is its handle, as ``subprocess.Popen`` is a spawned one's.
 A fork is safe only before JAX starts a backend (its client starts threads that a fork
 does not carry) and while this process runs one Python thread (a thread holding a lock at
 the fork would leave it held in the child; native threads such as BLAS's reinitialise at
-fork). An environment extra that JAX reads at import time cannot reach a forked child, so
-a worker given one (or one turning the compilation cache off) is spawned.
-``PALLAS_VERIFY_FORK=0`` spawns every worker.
+fork). An environment extra that JAX reads at import time cannot reach a forked child, nor
+can a compilation cache turned off once this process turned it on. Where this process
+cannot fork a worker, its fork server does (``forkserver``); a worker given such an extra
+is spawned. ``PALLAS_VERIFY_FORK=0`` spawns every worker.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from collections.abc import Mapping
 
 from pallas_verify._env import COMPILE_CACHE_ENV, turned_off
 
-__all__ = ["FORK_ENV", "Forked", "forkable", "start"]
+__all__ = ["FORK_ENV", "Forked", "become_worker", "forkable", "start"]
 
 #: ``0`` (``off``, ``false``, ``no``): spawn every worker.
 FORK_ENV = "PALLAS_VERIFY_FORK"
@@ -100,16 +101,17 @@ def start(role: str, read_fd: int, write_fd: int, stderr_fd: int, env: Mapping[s
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
     if pid == 0:
-        _become_worker(role, read_fd, write_fd, stderr_fd, env, own_group=own_group)
+        become_worker(role, read_fd, write_fd, stderr_fd, env, own_group=own_group)
     if own_group:  # the child does it too: whichever runs first, no kill of the group misses it
         with contextlib.suppress(OSError):
             os.setpgid(pid, pid)
     return Forked(pid)
 
 
-def _become_worker(role: str, read_fd: int, write_fd: int, stderr_fd: int, env: dict[str, str], *,
-                   own_group: bool) -> None:
-    """The child's side: never returns."""
+def become_worker(role: str, read_fd: int, write_fd: int, stderr_fd: int, env: Mapping[str, str], *,
+                  own_group: bool, keep: tuple[int, ...] = ()) -> None:
+    """The child's side (of this fork, or of the fork server's, which ``keep``s the worker's
+    socket to it): never returns."""
     code = 0
     try:
         gc.freeze()  # the parent's garbage is never collected here: its finalizers would close our files
@@ -122,7 +124,7 @@ def _become_worker(role: str, read_fd: int, write_fd: int, stderr_fd: int, env: 
         os.dup2(null, 0)
         os.dup2(null, 1)
         os.dup2(stderr_fd, 2)
-        _close_all_but((read_fd, write_fd))
+        _close_all_but((read_fd, write_fd, *keep))
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
         import atexit
@@ -132,6 +134,8 @@ def _become_worker(role: str, read_fd: int, write_fd: int, stderr_fd: int, env: 
         atexit._clear()
         os.environ.clear()
         os.environ.update(env)
+        # The import path the parent gives a spawned worker (a fork server's is older).
+        sys.path[:0] = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
         sys.argv = [sys.executable, "-m", _ENTRY, role, str(read_fd), str(write_fd)]
         # The entry module by name, as a spawned worker's command line names it.
         importlib.import_module(_ENTRY).serve_role(role, read_fd, write_fd)

@@ -18,7 +18,9 @@ A ``Child`` is ``python -m pallas_verify._worker ROLE READ_FD WRITE_FD``, which
 - reports how it died (``Child.death``: its signal or exit code, its stderr's tail).
 
 Where this process has imported jax and Pallas and no backend runs yet, the child is a
-fork of it instead (``forked``: the same child, without its second of imports).
+fork of it instead (``forked``: the same child, without its second of imports); where it
+cannot fork, the child is a fork of its fork server (``forkserver``), a clean process
+started once.
 
 Why ``subprocess.Popen`` of the entry module and not ``multiprocessing``'s spawn (which the
 unit workers used): spawn's bootstrap re-imports the parent's ``__main__`` in every child
@@ -35,6 +37,7 @@ starts to its first unit's end in 144 ms (spawn: 162 ms), and a case worker's st
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -45,13 +48,15 @@ import time
 from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for
+from pathlib import Path
 from typing import Any
 
-from pallas_verify.execution import forked
+from pallas_verify.execution import forked, forkserver
 from pallas_verify.execution.caselimit import IDLE_S, SAMPLE_S, CpuMeter
 from pallas_verify.execution.lifeline import follow_parent, kill_group, kill_tree
 
-__all__ = ["ROLES", "Channel", "Child", "Death", "connect_parent", "import_path", "ready", "worker_env"]
+__all__ = ["ROLES", "Channel", "Child", "Death", "connect_parent", "import_path", "name_process", "ready",
+           "worker_env"]
 
 #: What a child serves (``pallas_verify._worker``).
 ROLES = ("cases", "units")
@@ -134,8 +139,11 @@ class Child:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115  (lives as long as the child; closed in kill())
         try:
             if forked.forkable(env):  # this process's imports are the worker's: no second start (forked.py)
-                self._proc: subprocess.Popen | forked.Forked = forked.start(
+                self._proc: subprocess.Popen | forked.Forked | forkserver.Served = forked.start(
                     role, child_r, child_w, self._stderr.fileno(), worker_env(env), own_group=own_group)
+            elif served := forkserver.fork(role, child_r, child_w, self._stderr.fileno(), worker_env(env), env,
+                                           own_group=own_group):  # a fork of a clean process (forkserver.py)
+                self._proc = served
             else:
                 self._proc = subprocess.Popen(
                     [sys.executable, "-m", "pallas_verify._worker", role, str(child_r), str(child_w)],
@@ -241,6 +249,13 @@ def connect_parent(argv: Sequence[str]) -> tuple[str, Channel]:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     role, read_fd, write_fd = argv
     return role, Channel(int(read_fd), int(write_fd))
+
+
+def name_process(name: str) -> None:
+    """Call this process ``name`` where ``ps`` and ``top`` show its name (Linux's ``comm``,
+    15 characters): a forked worker's command line is its parent's."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/comm").write_text(name[:15])
 
 
 def _pidfd(pid: int) -> int | None:

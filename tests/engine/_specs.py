@@ -102,15 +102,16 @@ def _aborts_while_traced(x, y, *, block, n):
     os.abort()
 
 
-def rendezvous_dir(parent: int) -> Path:
-    """Where the processes a test process started meet (see ``meets_a_twin``)."""
-    return Path(tempfile.gettempdir()) / f"pv-rendezvous-{parent}"
+def rendezvous_dir(group: int) -> Path:
+    """Where the case workers of a test process meet (see ``meets_a_twin``): they join its
+    process group, whoever forked them."""
+    return Path(tempfile.gettempdir()) / f"pv-rendezvous-{group}"
 
 
 def _meets_a_twin(x, y, *, block, n):
     """While traced, waits until another process traces it too (or raises after 30 s):
     it passes only when two processes trace it at the same time."""
-    here = rendezvous_dir(os.getppid())
+    here = rendezvous_dir(os.getpgrp())
     here.mkdir(exist_ok=True)
     (here / str(os.getpid())).touch()
     deadline = time.monotonic() + 30.0

@@ -49,7 +49,7 @@ def test_the_static_check_traces_in_a_worker_of_its_own_while_the_kernel_runs(tm
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(isolation, "_cores", lambda: 4)
     monkeypatch.setattr(isolation, "_busy_cores", lambda: 0)  # however busy the machine running the suite is
-    meeting = rendezvous_dir(os.getpid())  # the workers are this process's children
+    meeting = rendezvous_dir(os.getpgrp())  # the case workers join this process's group
     shutil.rmtree(meeting, ignore_errors=True)
     try:
         report = verify(spec("meets_a_twin"), ["interpret"], max_examples=1, profile="ci", out_dir=tmp_path,

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchmarks.faultkit import children_of
+from benchmarks.faultkit import children_of, descendants
 from pallas_verify.campaigns.fuzz import FuzzOptions, fuzz
 from pallas_verify.execution import Done, Update, Work
 
@@ -232,7 +232,7 @@ def test_a_ray_worker_killed_mid_task_is_retried_never_a_finding_and_leaves_no_c
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             for pid in _task_workers(cluster):
-                kids = children_of(pid)
+                kids = descendants(pid)  # its case workers (and their fork server where it has one)
                 # A task that has started its case workers, still running it now: a worker
                 # that finished its task keeps its case workers but is idle, and killing it
                 # loses nothing to retry.

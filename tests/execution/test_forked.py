@@ -1,6 +1,7 @@
 """Workers forked from a process that has imported jax and Pallas (``execution.forked``):
 the same child as a spawned one, said to have died the same way, killed with its tree the
-same way, and never forked once JAX has started a backend, nor where told not to."""
+same way, and never forked from a process once JAX has started a backend there, nor where
+told not to."""
 
 from __future__ import annotations
 
@@ -71,14 +72,16 @@ other.send({"task": "modules"})
 assert any(f.endswith("jax/__init__.py") for f in other.recv()), "a fork has the parent's imports"
 other.kill()
 
-# Once a backend runs, a worker is spawned.
+# Once a backend runs, a worker is not forked from here but by the fork server.
 import jax.numpy as jnp
+
+from pallas_verify.execution import forkserver
 
 jnp.ones(2).block_until_ready()
 assert not forked.forkable(None)
-spawned = Child("cases")
-assert not isinstance(spawned._proc, forked.Forked)
-spawned.kill()
+served = Child("cases")
+assert isinstance(served._proc, forkserver.Served)
+served.kill()
 print("forked workers: ok")
 '''
 
