@@ -27,9 +27,9 @@ def _reset() -> None:
 # about one run in four hangs, jax 0.12.0.1). Its reproducer runs in a child process with
 # a time limit: the gap is still open when the child fails with the gap's error, or hangs.
 # A failing run takes 2.5 to 3 s (6 s with both cores busy); a hang never writes a line, so
-# the limit is all a hang costs.
+# the limit is all a hang costs (twice the slowest failing run).
 IN_CHILD = {"tcgen05_collective"}
-HANG_S = 20
+HANG_S = 12
 
 
 @pytest.mark.slow
