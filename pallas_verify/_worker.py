@@ -90,9 +90,16 @@ def _compiles_only(backend: str | None) -> bool:
 
 def serve_role(role: str, read_fd: int, write_fd: int) -> None:
     """Serve ``role`` on the pipe to the parent until it closes (a spawned worker's main, and
-    a forked one's: ``execution.forked``)."""
+    a forked one's: ``execution.forked``); ``forks``: be the fork server, on the socket
+    ``read_fd`` (``execution.forkserverd``)."""
     from pallas_verify.execution.process import connect_parent, name_process
 
+    if role == "forks":  # the fork server (execution.forkserverd), on its socket: no thread, no pipe
+        from pallas_verify.execution.forkserverd import serve
+
+        name_process("pv-fork-server")
+        serve(read_fd, preload)
+        return
     name_process(f"pv-worker-{role}")
     # It follows its parent (a worker whose parent died is not left running) and ignores
     # a terminal's Ctrl-C: the parent decides what stops.
@@ -106,11 +113,4 @@ def serve_role(role: str, read_fd: int, write_fd: int) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "forks":  # the fork server (execution.forkserverd)
-        from pallas_verify.execution.forkserverd import serve
-        from pallas_verify.execution.process import name_process
-
-        name_process("pv-fork-server")
-        serve(int(sys.argv[2]), preload)
-    else:
-        serve_role(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    serve_role(sys.argv[1], int(sys.argv[2]), int(sys.argv[-1]))  # the fork server: ``forks FD``

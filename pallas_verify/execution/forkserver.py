@@ -14,7 +14,10 @@ starts a backend, turns the compilation cache on or starts a thread. Every worke
 a fork of it, made what a spawned worker is before it serves (``forked.become_worker``),
 with the requester's working directory, import path, environment and process group. A
 worker the server forked asks the same server for workers of its own (a campaign's unit
-worker for its case workers), on a socket it is given at its fork (``adopt``).
+worker for its case workers), on a socket it is given at its fork (``adopt``). So a process
+that can fork has its unit workers forked by a server too: one it forks from itself
+(``_Server.forked``, no import), which inherits its compilation cache and so does not fork
+a compiler's worker (a clean, spawned server does: ``_Server.clean``).
 
 The server is the worker's parent: it sends the worker's exit status back, so ``Served``
 waits for a worker as ``subprocess.Popen`` waits for a spawned one, and reaps it only once
@@ -35,6 +38,7 @@ import contextlib
 import os
 import pickle
 import select
+import signal
 import socket
 import struct
 import subprocess
@@ -45,8 +49,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pallas_verify._env import turned_off
-from pallas_verify.execution.forked import FORK_ENV
+from pallas_verify._env import COMPILE_CACHE_ENV, turned_off
+from pallas_verify.execution.forked import FORK_ENV, Forked
+from pallas_verify.execution.forked import start as forked_start
 
 __all__ = ["IMPORT_TIME", "Served", "adopt", "fork", "readable", "recv", "send"]
 
@@ -63,17 +68,19 @@ _FDS = 3  # a request's descriptors: the worker's pipe ends (read, write) and it
 
 
 def fork(role: str, read_fd: int, write_fd: int, stderr_fd: int, env: Mapping[str, str],
-         extra_env: Mapping[str, str] | None, *, own_group: bool) -> Served | None:
+         extra_env: Mapping[str, str] | None, *, own_group: bool, here: bool = False) -> Served | None:
     """A worker serving ``role`` forked by this process's server (see the module doc), or
-    None where the server does not serve it (the caller spawns it)."""
+    None where the server does not serve it (the caller spawns it). ``here``: this process
+    may fork (``forked.forkable``), so a server it starts is a fork of it, not a new Python."""
     if sys.platform != "linux" or turned_off(os.environ.get(FORK_ENV)):
         return None
     if any(k.startswith(IMPORT_TIME) for k in extra_env or {}):
         return None
+    clean = turned_off((extra_env or {}).get(COMPILE_CACHE_ENV))  # it must not inherit a cache turned on
     request = {"role": role, "env": dict(env), "own_group": own_group, "pgid": os.getpgrp(), "cwd": os.getcwd()}
-    while (server := _server(_without(env, extra_env or {}))) is not None:
+    while (server := _server(_without(env, extra_env or {}), here=here, clean=clean)) is not None:
         try:
-            return Served(server, server.fork({**request, "fingerprint": server.fingerprint},
+            return Served(server, server.fork({**request, "fingerprint": server.fingerprint, "clean": server.clean},
                                               (read_fd, write_fd, stderr_fd)))
         except (OSError, EOFError) as exc:
             if server.forks:  # it served before and died since (killed): a new one starts
@@ -108,9 +115,10 @@ class _Server:
     """The requester's side: the socket to its server, and the server process where this
     process started it (``start``; a worker the server forked has a socket to it from birth)."""
 
-    def __init__(self, sock: socket.socket, fingerprint: tuple[tuple[str, str], ...],
-                 proc: subprocess.Popen | None = None, stderr: Any = None) -> None:
+    def __init__(self, sock: socket.socket, fingerprint: tuple[tuple[str, str], ...], *, clean: bool,
+                 proc: subprocess.Popen | Forked | None = None, stderr: Any = None) -> None:
         self.fingerprint = fingerprint
+        self.clean = clean  # its jax never had a compilation cache turned on: it may fork a compiler's worker
         self.proc, self.stderr = proc, stderr
         self._sock = sock
         self._lock = threading.Lock()
@@ -134,12 +142,28 @@ class _Server:
             raise
         finally:
             theirs.close()
-        return cls(ours, _fingerprint(env), proc, stderr)
+        return cls(ours, _fingerprint(env), clean=True, proc=proc, stderr=stderr)
 
     @classmethod
-    def inherited(cls, sock: socket.socket, fingerprint: tuple[tuple[str, str], ...]) -> _Server:
+    def forked(cls, env: Mapping[str, str]) -> _Server:
+        """A server forked from this process (which may fork: ``forked.forkable``), with the
+        environment ``env``: it has this process's imports, and its compilation cache."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        stderr = tempfile.TemporaryFile()  # noqa: SIM115  (read back when it fails; closed in close())
+        try:
+            proc = forked_start("forks", theirs.fileno(), theirs.fileno(), stderr.fileno(), env, own_group=False)
+        except BaseException:
+            ours.close()
+            stderr.close()
+            raise
+        finally:
+            theirs.close()
+        return cls(ours, _fingerprint(env), clean=not _cache_on_here(), proc=proc, stderr=stderr)
+
+    @classmethod
+    def inherited(cls, sock: socket.socket, fingerprint: tuple[tuple[str, str], ...], clean: bool) -> _Server:
         """The server that forked this process, on the socket it gave it."""
-        return cls(sock, fingerprint)
+        return cls(sock, fingerprint, clean=clean)
 
     def fork(self, request: dict, fds: tuple[int, int, int]) -> int:
         with self._lock:
@@ -201,7 +225,7 @@ class _Server:
         if self.proc is None:
             return ""
         with contextlib.suppress(ProcessLookupError):
-            self.proc.kill()
+            os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
         if self.stderr.closed:
             return ""
@@ -211,28 +235,39 @@ class _Server:
         return tail
 
 
-_SERVERS: list[_Server] = []  # this process's (one at most)
+_SERVERS: list[_Server] = []  # this process's: one, and a clean one beside a forked one that is not
 _BROKEN: list[str] = []  # why the server could not serve, once it could not
 
 
-def _server(env: Mapping[str, str]) -> _Server | None:
-    """This process's server, started with ``env`` where none runs; None where it cannot
-    serve a worker of ``env``."""
+def _server(env: Mapping[str, str], *, here: bool, clean: bool) -> _Server | None:
+    """A server of this process for a worker of ``env`` (``clean``: that worker must not
+    inherit a compilation cache turned on), started where none fits; None where none can
+    serve it. ``here``: a server this process starts may be a fork of it."""
     if _BROKEN:
         return None
+    for gone in [s for s in _SERVERS if s.gone]:  # it died: another one starts
+        _SERVERS.remove(gone)
+        gone.close()
     fingerprint = _fingerprint(env)
-    if _SERVERS and _SERVERS[0].gone:  # it died: another one starts
-        _SERVERS.pop().close()
-    if _SERVERS and _SERVERS[0].fingerprint != fingerprint:
+    if any(s.fingerprint != fingerprint for s in _SERVERS):
         return None  # its imports saw another environment: this worker is spawned
-    if not _SERVERS:
-        try:
-            _SERVERS.append(_Server.start(env))
-        except OSError as exc:
-            _BROKEN.append(str(exc))
-            return None
-        _stop_at_exit()
-    return _SERVERS[0]
+    fits = [s for s in _SERVERS if s.clean or not clean]
+    if fits:
+        return fits[0]
+    try:
+        started = _Server.forked(env) if here and not (clean and _cache_on_here()) else _Server.start(env)
+    except OSError as exc:
+        _BROKEN.append(str(exc))
+        return None
+    _SERVERS.append(started)
+    _stop_at_exit()
+    return started
+
+
+def _cache_on_here() -> bool:
+    """Whether jax's persistent compilation cache is on in this process (a fork inherits it)."""
+    jax = sys.modules.get("jax")
+    return jax is not None and bool(jax.config.jax_compilation_cache_dir)
 
 
 def _without(env: Mapping[str, str], extra_env: Mapping[str, str]) -> dict[str, str]:
@@ -269,10 +304,10 @@ def _close() -> None:
     _SERVERS.clear()
 
 
-def adopt(sock: socket.socket, fingerprint: tuple[tuple[str, str], ...]) -> None:
+def adopt(sock: socket.socket, fingerprint: tuple[tuple[str, str], ...], clean: bool) -> None:
     """In a worker the server just forked: ``sock`` is this process's way to the server that
     forked it (its workers then come from there too)."""
-    _SERVERS.append(_Server.inherited(sock, fingerprint))
+    _SERVERS.append(_Server.inherited(sock, fingerprint, clean))
 
 
 def _forget_after_fork() -> None:

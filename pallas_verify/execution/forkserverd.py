@@ -135,7 +135,7 @@ def _fork_one(request: dict, fds: list[int]) -> tuple[int, socket.socket]:
     pid = os.fork()
     if pid == 0:
         ours.close()
-        adopt(theirs, request["fingerprint"])
+        adopt(theirs, request["fingerprint"], request["clean"])
         try:
             os.chdir(request["cwd"])
             if not own_group:

@@ -138,11 +138,14 @@ class Child:
         self.own_group = own_group
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115  (lives as long as the child; closed in kill())
         try:
-            if forked.forkable(env):  # this process's imports are the worker's: no second start (forked.py)
+            forkable = forked.forkable(env)
+            if forkable and role != "units":  # this process's imports are the worker's: no second start (forked.py)
                 self._proc: subprocess.Popen | forked.Forked | forkserver.Served = forked.start(
                     role, child_r, child_w, self._stderr.fileno(), worker_env(env), own_group=own_group)
             elif served := forkserver.fork(role, child_r, child_w, self._stderr.fileno(), worker_env(env), env,
-                                           own_group=own_group):  # a fork of a clean process (forkserver.py)
+                                           own_group=own_group, here=forkable):  # forkserver.py
+                # A unit worker, which starts case workers of its own once its backend runs,
+                # comes from the fork server too: they then come from the same server.
                 self._proc = served
             else:
                 self._proc = subprocess.Popen(

@@ -5,7 +5,9 @@ the server; and nothing the server forked outlives the requester."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -150,6 +152,54 @@ def test_a_served_worker_asks_the_same_server_and_its_workers_go_with_it(tmp_pat
             assert not _gone(int(server), 0.5), "the server still serves its own requester"
         finally:
             requester.kill()
+
+
+FORKABLE = r'''
+import sys
+from pathlib import Path
+
+from pallas_verify._env import COMPILE_CACHE_ENV, configure
+
+configure()
+from pallas_verify._worker import preload
+
+preload()
+from pallas_verify._jax_compat import compile_cache
+from pallas_verify.execution import forked, forkserver
+from pallas_verify.execution.process import Child
+
+assert forked.forkable(None)
+compile_cache.enable(Path(sys.argv[1]))  # as a command does before its workers start
+units = Child("units")  # it will want case workers once its backend runs: from a server forked from here
+compiler = Child("cases", env={COMPILE_CACHE_ENV: "off"})  # must not inherit our cache: a clean server's
+cases = Child("cases")  # straight from here, as before
+servers = forkserver._SERVERS
+print(type(units._proc).__name__, type(servers[0].proc).__name__, servers[0].clean,
+      type(compiler._proc).__name__, type(servers[1].proc).__name__, servers[1].clean, type(cases._proc).__name__)
+for child in (units, compiler, cases):
+    child.kill()
+'''
+
+
+def test_a_process_that_can_fork_forks_its_server_and_a_compiler_gets_a_clean_one(tmp_path):
+    run = _run(FORKABLE, str(tmp_path))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == ["Served", "Forked", "False", "Served", "Popen", "True", "Forked"]
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="counting the processes a command starts needs strace")
+def test_a_campaign_command_starts_no_python_for_its_workers(tmp_path):
+    """Its unit workers come from a server forked from it, and their case workers from the same."""
+    trace = tmp_path / "trace"
+    run = subprocess.run(["strace", "-f", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", str(trace),
+                          sys.executable, "-m", "pallas_verify.cli", "fuzz", "reference_kernels.elementwise:RAGGED_ADD",
+                          "--backends", "interpret", "--budget", "60s", "--max-slices", "2", "--workers", "2",
+                          "--slice-examples", "2", "--seed", "1", "--out", str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["kernels"][0]["results"]["interpret"]["status"] == "pass"
+    assert "pallas_verify._worker" not in trace.read_text()
 
 
 SPAWNS = STARTED + r'''
