@@ -16,7 +16,7 @@ with the requester's working directory, import path, environment and process gro
 worker the server forked asks the same server for workers of its own (a campaign's unit
 worker for its case workers), on a socket it is given at its fork (``adopt``). So a process
 that can fork has its unit workers forked by a server too: one it forks from itself
-(``_Server.forked``, no import), which inherits its compilation cache and so does not fork
+(``_Server.start(here=True)``, no import), which inherits its compilation cache and so does not fork
 a compiler's worker (a clean, spawned server does: ``_Server.clean``).
 
 The server is the worker's parent: it sends the worker's exit status back, so ``Served``
@@ -127,38 +127,26 @@ class _Server:
         self.forks = 0  # workers it forked for this process
 
     @classmethod
-    def start(cls, env: Mapping[str, str]) -> _Server:
-        """Start a server with the environment ``env``."""
+    def start(cls, env: Mapping[str, str], *, here: bool = False) -> _Server:
+        """Start a server with the environment ``env``: a new Python (clean), or with ``here``
+        a fork of this process (which may fork: ``forked.forkable``), which has its imports
+        and its compilation cache."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         stderr = tempfile.TemporaryFile()  # noqa: SIM115  (read back when it fails; closed in close())
         try:
-            proc = subprocess.Popen(
-                [sys.executable, *_COMMAND, str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=stderr)
+            if here:
+                proc: subprocess.Popen | Forked = forked_start("forks", theirs.fileno(), theirs.fileno(),
+                                                               stderr.fileno(), env, own_group=False)
+            else:
+                proc = subprocess.Popen([sys.executable, *_COMMAND, str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+                                        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
         except BaseException:
             ours.close()
             stderr.close()
             raise
         finally:
             theirs.close()
-        return cls(ours, _fingerprint(env), clean=True, proc=proc, stderr=stderr)
-
-    @classmethod
-    def forked(cls, env: Mapping[str, str]) -> _Server:
-        """A server forked from this process (which may fork: ``forked.forkable``), with the
-        environment ``env``: it has this process's imports, and its compilation cache."""
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        stderr = tempfile.TemporaryFile()  # noqa: SIM115  (read back when it fails; closed in close())
-        try:
-            proc = forked_start("forks", theirs.fileno(), theirs.fileno(), stderr.fileno(), env, own_group=False)
-        except BaseException:
-            ours.close()
-            stderr.close()
-            raise
-        finally:
-            theirs.close()
-        return cls(ours, _fingerprint(env), clean=not _cache_on_here(), proc=proc, stderr=stderr)
+        return cls(ours, _fingerprint(env), clean=not (here and _cache_on_here()), proc=proc, stderr=stderr)
 
     @classmethod
     def inherited(cls, sock: socket.socket, fingerprint: tuple[tuple[str, str], ...], clean: bool) -> _Server:
@@ -255,7 +243,7 @@ def _server(env: Mapping[str, str], *, here: bool, clean: bool) -> _Server | Non
     if fits:
         return fits[0]
     try:
-        started = _Server.forked(env) if here and not (clean and _cache_on_here()) else _Server.start(env)
+        started = _Server.start(env, here=here and not (clean and _cache_on_here()))
     except OSError as exc:
         _BROKEN.append(str(exc))
         return None
