@@ -82,12 +82,18 @@ def fork(role: str, read_fd: int, write_fd: int, stderr_fd: int, env: Mapping[st
         try:
             return Served(server, server.fork({**request, "fingerprint": server.fingerprint, "clean": server.clean},
                                               (read_fd, write_fd, stderr_fd)))
+        except _Refused:  # its fork failed (no memory, no pids): this worker is spawned, and says why if it fails too
+            return None
         except (OSError, EOFError) as exc:
             if server.forks:  # it served before and died since (killed): a new one starts
                 server.gone = True
                 continue
             _give_up(server, f"the fork server stopped answering ({exc})")
     return None
+
+
+class _Refused(Exception):
+    """The server could not fork a worker (its ``os.fork`` failed); it still serves."""
 
 
 class Served:
@@ -160,12 +166,14 @@ class _Server:
                 message = self._next(_START_S)
                 if message is None:
                     raise TimeoutError(f"no answer in {_START_S:g} s")
+                if "refused" in message:
+                    raise _Refused(message["refused"])
                 if "pid" in message:
                     self.forks += 1
                     return message["pid"]
 
     def code(self, pid: int, timeout: float | None) -> int | None:
-        """``pid``'s exit status once the server has reaped it, waiting up to ``timeout``
+        """``pid``'s exit status once the server has sent it, waiting up to ``timeout``
         (None: as long as it takes); 0 when the server is gone (its status unknown, as
         ``forked.Forked`` says it)."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -245,7 +253,7 @@ def _server(env: Mapping[str, str], *, here: bool, clean: bool) -> _Server | Non
     try:
         started = _Server.start(env, here=here and not (clean and _cache_on_here()))
     except OSError as exc:
-        _BROKEN.append(str(exc))
+        _say_spawned(f"the fork server could not start ({exc})")
         return None
     _SERVERS.append(started)
     _stop_at_exit()
@@ -272,9 +280,13 @@ def _give_up(server: _Server, why: str) -> None:
     """Spawn every worker from now on, saying once why."""
     tail = server.close()
     _SERVERS.clear()
+    _say_spawned(why + (f"\n{tail}" if tail else ""))
+
+
+def _say_spawned(why: str) -> None:
     _BROKEN.append(why)
-    print(f"pallas-verify: {why}; worker processes are spawned from now on" + (f"\n{tail}" if tail else ""),
-          file=sys.stderr)
+    print(f"pallas-verify: {why}; worker processes are spawned from now on (PALLAS_VERIFY_FORK=0 does so from "
+          "the start)", file=sys.stderr)
 
 
 _stopping: list[bool] = []

@@ -83,7 +83,12 @@ class _Serving:
             with contextlib.suppress(OSError):
                 send(self.requesters[fd], {"released": request["release"]})
             return
-        pid, inherited = _fork_one(request, fds)
+        try:
+            pid, inherited = _fork_one(request, fds)
+        except OSError as exc:  # no memory or no pids left: that worker is refused, the others go on
+            with contextlib.suppress(OSError):
+                send(self.requesters[fd], {"refused": f"fork failed: {exc}"})
+            return
         self.owner[pid] = fd
         self.requesters[inherited.fileno()] = inherited
         with contextlib.suppress(OSError):
@@ -132,7 +137,14 @@ def _fork_one(request: dict, fds: list[int]) -> tuple[int, socket.socket]:
     read_fd, write_fd, stderr_fd = fds
     own_group, pgid = request["own_group"], request["pgid"]
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        for descriptor in fds:
+            os.close(descriptor)
+        ours.close()
+        theirs.close()
+        raise
     if pid == 0:
         ours.close()
         adopt(theirs, request["fingerprint"], request["clean"])

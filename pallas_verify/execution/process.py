@@ -139,14 +139,17 @@ class Child:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115  (lives as long as the child; closed in kill())
         try:
             forkable = forked.forkable(env)
-            if forkable and role != "units":  # this process's imports are the worker's: no second start (forked.py)
-                self._proc: subprocess.Popen | forked.Forked | forkserver.Served = forked.start(
-                    role, child_r, child_w, self._stderr.fileno(), worker_env(env), own_group=own_group)
-            elif served := forkserver.fork(role, child_r, child_w, self._stderr.fileno(), worker_env(env), env,
-                                           own_group=own_group, here=forkable):  # forkserver.py
-                # A unit worker, which starts case workers of its own once its backend runs,
-                # comes from the fork server too: they then come from the same server.
-                self._proc = served
+            served = None
+            # A unit worker, which starts case workers of its own once its backend runs, comes
+            # from the fork server even here: they then come from the same server.
+            if not forkable or role == "units":
+                served = forkserver.fork(role, child_r, child_w, self._stderr.fileno(), worker_env(env), env,
+                                         own_group=own_group, here=forkable)
+            if served is not None:
+                self._proc: subprocess.Popen | forked.Forked | forkserver.Served = served
+            elif forkable:  # this process's imports are the worker's: no second start (forked.py)
+                self._proc = forked.start(role, child_r, child_w, self._stderr.fileno(), worker_env(env),
+                                          own_group=own_group)
             else:
                 self._proc = subprocess.Popen(
                     [sys.executable, "-m", "pallas_verify._worker", role, str(child_r), str(child_w)],
